@@ -1,0 +1,248 @@
+use serde::{Deserialize, Deserializer, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The whole configuration. Every table refuses unknown keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Static root for routes that don't name their own, and for the implicit route used
+    /// when no `[[routes]]` are configured.
+    pub root: PathBuf,
+    /// Addresses of the public HTTP listeners: one string or a list.
+    #[serde(deserialize_with = "one_or_many")]
+    pub listen: Vec<SocketAddr>,
+    /// Address of the admin listener (`/healthz`, `/readyz`).
+    pub admin_listen: SocketAddr,
+    pub runtime: RuntimeMode,
+    /// Worker threads (shared) or runtimes (per-core); 0 means one per core.
+    pub workers: usize,
+    pub timeouts: Timeouts,
+    pub limits: Limits,
+    /// Log filter for gatehouse's own diagnostics, in `tracing` syntax (`info`, `debug`).
+    pub log_level: String,
+    pub routes: Vec<Route>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: PathBuf::from("public"),
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
+            runtime: RuntimeMode::default(),
+            workers: 0,
+            timeouts: Timeouts::default(),
+            limits: Limits::default(),
+            log_level: "info".into(),
+            routes: Vec::new(),
+        }
+    }
+}
+
+/// How the server uses threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuntimeMode {
+    /// One current-thread tokio runtime per core, each with its own `SO_REUSEPORT` listener.
+    #[default]
+    PerCore,
+    /// One multi-thread tokio runtime with work stealing.
+    Shared,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    /// Time allowed to receive a request's headers, from its first byte.
+    #[serde(with = "humantime_serde")]
+    pub header_read: Duration,
+    /// An idle keep-alive connection is closed after this long with no traffic.
+    #[serde(with = "humantime_serde")]
+    pub keep_alive: Duration,
+    /// On SIGTERM/SIGINT, in-flight requests get this long to finish.
+    #[serde(with = "humantime_serde")]
+    pub drain: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header_read: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(60),
+            drain: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request head (request line and headers) in bytes; larger gets 431.
+    pub max_header_bytes: usize,
+    /// Most request headers; more gets 431.
+    pub max_headers: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 16 * 1024,
+            max_headers: 100,
+        }
+    }
+}
+
+/// A route: matched by host and path prefix, mounting one Service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Used in logs and (later) metric labels; defaults to `route<N>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Host names this route answers: exact (`example.com`) or a leading wildcard
+    /// (`*.example.com`). Empty means any host.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub hosts: Vec<String>,
+    /// Path prefix, matched on whole segments; it is stripped before the Service sees the
+    /// path, so `/assets` with root `dist` maps `/assets/app.js` to `dist/app.js`.
+    #[serde(default = "slash")]
+    pub path: String,
+    /// Serve static files.
+    #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
+    pub static_files: Option<StaticConfig>,
+}
+
+fn slash() -> String {
+    "/".into()
+}
+
+impl Route {
+    pub fn static_route(root: Option<PathBuf>) -> Self {
+        Route {
+            name: None,
+            hosts: Vec::new(),
+            path: "/".into(),
+            static_files: Some(StaticConfig {
+                root,
+                ..StaticConfig::default()
+            }),
+        }
+    }
+
+    /// The route's name; set for every route after loading.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StaticConfig {
+    /// Directory to serve; defaults to the top-level `root`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// Index files tried, in order, for a directory.
+    #[serde(deserialize_with = "one_or_many")]
+    pub index: Vec<String>,
+    /// An HTML listing for directories without an index file.
+    pub listing: bool,
+    /// `Cache-Control` value sent with every file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    /// A file, relative to the root, served with status 404 when nothing matches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_found_page: Option<String>,
+    /// Answer 404 for any path with a segment starting with `.`.
+    pub hide_dotfiles: bool,
+    /// Follow symlinks whose target lies outside the root.
+    pub follow_symlinks_outside_root: bool,
+    pub open_file_cache: OpenFileCacheConfig,
+}
+
+impl Default for StaticConfig {
+    fn default() -> Self {
+        StaticConfig {
+            root: None,
+            index: vec!["index.html".into()],
+            listing: false,
+            cache_control: None,
+            not_found_page: None,
+            hide_dotfiles: true,
+            follow_symlinks_outside_root: false,
+            open_file_cache: OpenFileCacheConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpenFileCacheConfig {
+    pub enabled: bool,
+    /// One `stat` per request, so an edit is served at once. `false` trusts an entry
+    /// for `valid`, like nginx's `open_file_cache_valid`.
+    pub strict: bool,
+    #[serde(with = "humantime_serde")]
+    pub valid: Duration,
+    pub max_entries: usize,
+    /// Total bytes of file bodies held in memory.
+    pub max_bytes: u64,
+    /// Files up to this size are kept in memory and sent with their head in one write.
+    pub inline_max: u64,
+}
+
+impl Default for OpenFileCacheConfig {
+    fn default() -> Self {
+        OpenFileCacheConfig {
+            enabled: true,
+            strict: true,
+            valid: Duration::from_secs(1),
+            max_entries: 10_000,
+            max_bytes: 64 * 1024 * 1024,
+            inline_max: 64 * 1024,
+        }
+    }
+}
+
+/// Accepts one value or a list of them, each parsed from a string, so that an environment
+/// variable or a CLI flag can give a single value and a file a list.
+fn one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    use serde::de::{Error, SeqAccess, Visitor};
+    use std::marker::PhantomData;
+
+    struct V<T>(PhantomData<T>);
+
+    fn parse<T: std::str::FromStr, E: Error>(s: &str) -> Result<T, E>
+    where
+        T::Err: std::fmt::Display,
+    {
+        s.parse::<T>().map_err(|e| E::custom(format!("{s:?}: {e}")))
+    }
+
+    impl<'de, T: std::str::FromStr> Visitor<'de> for V<T>
+    where
+        T::Err: std::fmt::Display,
+    {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string or a list of strings")
+        }
+        fn visit_str<E: Error>(self, s: &str) -> Result<Vec<T>, E> {
+            Ok(vec![parse(s)?])
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(s) = seq.next_element::<String>()? {
+                out.push(parse(&s)?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(V(PhantomData))
+}

@@ -1,0 +1,210 @@
+use crate::error::describe_source;
+use crate::{Config, ConfigError, ConfigErrors, Route};
+use figment::Figment;
+use std::collections::HashSet;
+use std::path::Path;
+
+struct Collector<'a> {
+    fig: &'a Figment,
+    errors: Vec<ConfigError>,
+}
+
+impl Collector<'_> {
+    fn err(&mut self, key: impl Into<String>, reason: impl Into<String>) {
+        let key = key.into();
+        let source = describe_source(None, self.fig, &key);
+        self.errors.push(ConfigError {
+            key,
+            source,
+            reason: reason.into(),
+        });
+    }
+}
+
+/// Fills in derived values (route names, inherited roots) and checks everything that
+/// serde can't: every problem is collected, not just the first.
+pub(crate) fn normalise_and_validate(
+    config: &mut Config,
+    fig: &Figment,
+) -> Result<(), ConfigErrors> {
+    let mut c = Collector {
+        fig,
+        errors: Vec::new(),
+    };
+
+    if config.listen.is_empty() {
+        c.err("listen", "at least one address is needed");
+    }
+    if config.limits.max_header_bytes < 8192 {
+        c.err(
+            "limits.max_header_bytes",
+            "must be at least 8192 (hyper's smallest read buffer)",
+        );
+    }
+    if config.limits.max_headers == 0 {
+        c.err("limits.max_headers", "must be at least 1");
+    }
+    for (key, d) in [
+        ("timeouts.header_read", config.timeouts.header_read),
+        ("timeouts.keep_alive", config.timeouts.keep_alive),
+    ] {
+        if d.is_zero() {
+            c.err(key, "must be longer than zero");
+        }
+    }
+    if config.workers > 1024 {
+        c.err("workers", "more than 1024 workers is surely a mistake");
+    }
+
+    let implicit = config.routes.is_empty();
+    if implicit {
+        config.routes.push(Route::static_route(None));
+    }
+
+    let mut names = HashSet::new();
+    let mut matches = HashSet::new();
+    let root = config.root.clone();
+    for (i, route) in config.routes.iter_mut().enumerate() {
+        let k = format!("routes.{i}");
+        let name = route
+            .name
+            .get_or_insert_with(|| format!("route{i}"))
+            .clone();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        {
+            c.err(format!("{k}.name"), "use letters, digits, '-', '_' or '.'");
+        }
+        if !names.insert(name.clone()) {
+            c.err(
+                format!("{k}.name"),
+                format!("another route is already named {name:?}"),
+            );
+        }
+
+        if !route.path.starts_with('/') {
+            c.err(format!("{k}.path"), "must start with '/'");
+        } else if route.path.split('/').any(|s| s == "." || s == "..") || route.path.contains("//")
+        {
+            c.err(
+                format!("{k}.path"),
+                "must not contain '.', '..' or empty segments",
+            );
+        }
+        if route.path.len() > 1 && route.path.ends_with('/') {
+            route.path.pop();
+        }
+
+        for (j, host) in route.hosts.iter_mut().enumerate() {
+            *host = host.to_ascii_lowercase();
+            if let Err(why) = check_host(host) {
+                c.err(format!("{k}.hosts.{j}"), why);
+            }
+            if !matches.insert((host.clone(), route.path.clone())) {
+                c.err(
+                    format!("{k}.hosts.{j}"),
+                    format!(
+                        "another route already matches host {host:?} and path {:?}",
+                        route.path
+                    ),
+                );
+            }
+        }
+        if route.hosts.is_empty() && !matches.insert((String::new(), route.path.clone())) {
+            c.err(
+                format!("{k}.path"),
+                format!(
+                    "another route already matches any host with path {:?}",
+                    route.path
+                ),
+            );
+        }
+
+        let Some(st) = route.static_files.as_mut() else {
+            c.err(
+                k,
+                "the route mounts no service: add a [routes.static] table",
+            );
+            continue;
+        };
+        let (root_key, dir) = match &st.root {
+            Some(r) => (format!("{k}.static.root"), r.clone()),
+            None => ("root".to_string(), root.clone()),
+        };
+        if !dir.is_dir() {
+            c.err(root_key, format!("{} is not a directory", dir.display()));
+        }
+        st.root = Some(dir);
+        for (j, idx) in st.index.iter().enumerate() {
+            if idx.is_empty() || idx.contains('/') || idx.starts_with('.') {
+                c.err(format!("{k}.static.index.{j}"), "must be a plain file name");
+            }
+        }
+        if let Some(page) = &st.not_found_page {
+            if Path::new(page).is_absolute() || page.split('/').any(|s| s == "..") {
+                c.err(
+                    format!("{k}.static.not_found_page"),
+                    "must be a path relative to the root, without '..'",
+                );
+            }
+        }
+        if let Some(cc) = &st.cache_control {
+            if cc.bytes().any(|b| b < 0x20 || b == 0x7f) {
+                c.err(
+                    format!("{k}.static.cache_control"),
+                    "must not contain control characters",
+                );
+            }
+        }
+        let ofc = &st.open_file_cache;
+        if ofc.max_entries == 0 {
+            c.err(
+                format!("{k}.static.open_file_cache.max_entries"),
+                "must be at least 1",
+            );
+        }
+        if ofc.inline_max > ofc.max_bytes {
+            c.err(
+                format!("{k}.static.open_file_cache.inline_max"),
+                "must not exceed max_bytes",
+            );
+        }
+        if !ofc.strict && ofc.valid.is_zero() {
+            c.err(
+                format!("{k}.static.open_file_cache.valid"),
+                "must be longer than zero when strict = false",
+            );
+        }
+    }
+
+    if c.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigErrors(c.errors))
+    }
+}
+
+fn check_host(host: &str) -> Result<(), String> {
+    let bare = host.strip_prefix("*.").unwrap_or(host);
+    if bare.is_empty() {
+        return Err("empty host name".into());
+    }
+    if bare.contains('*') {
+        return Err(
+            "a wildcard is only allowed as the first label, as in \"*.example.com\"".into(),
+        );
+    }
+    let ok = bare.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    });
+    if !ok {
+        return Err(format!("{host:?} is not a valid host name"));
+    }
+    Ok(())
+}

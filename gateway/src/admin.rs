@@ -1,0 +1,82 @@
+//! The admin listener: `/healthz` (the process is up) and `/readyz` (it takes traffic;
+//! 503 while draining).
+
+use crate::server::Shared;
+use crate::static_files::plain;
+use axum::routing::get;
+use axum::Router;
+use http::StatusCode;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use std::net::TcpListener;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { plain(StatusCode::OK, "ok\n") }))
+        .route(
+            "/readyz",
+            get(move || {
+                let draining = shared.is_draining();
+                async move {
+                    if draining {
+                        plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+                    } else {
+                        plain(StatusCode::OK, "ready\n")
+                    }
+                }
+            }),
+        )
+}
+
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("admin listener: {e}");
+            return;
+        }
+    };
+    let app = router(shared.clone());
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                let svc = TowerToHyperService::new(app.clone());
+                tokio::spawn(async move {
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+            // Keep answering /readyz (503) while the public listeners drain; stop once
+            // every public connection is gone.
+            _ = shutdown.changed() => {
+                let drained = shared.drained();
+                tokio::pin!(drained);
+                loop {
+                    tokio::select! {
+                        accepted = listener.accept() => {
+                            let Ok((stream, _)) = accepted else { continue };
+                            let svc = TowerToHyperService::new(app.clone());
+                            tokio::spawn(async move {
+                                let _ = http1::Builder::new()
+                                    .keep_alive(false)
+                                    .serve_connection(TokioIo::new(stream), svc)
+                                    .await;
+                            });
+                        }
+                        _ = &mut drained => return,
+                    }
+                }
+            }
+        }
+    }
+}

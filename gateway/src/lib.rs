@@ -1,0 +1,10 @@
+//! gatehouse: a web gateway that serves static files (and, later, proxies) with less CPU
+//! per request than nginx. The binary is a thin shell over this library:
+//! configuration → [`router::build`] → [`server::start`].
+
+pub mod admin;
+pub mod router;
+pub mod server;
+pub mod static_files;
+
+pub use server::{start, Handle};

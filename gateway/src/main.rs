@@ -1,0 +1,188 @@
+use clap::{Args, Parser, Subcommand};
+use gatehouse_config::{Config, ConfigErrors, Loader};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// A fast web gateway: static files and reverse proxy.
+#[derive(Parser)]
+#[command(
+    name = "gatehouse",
+    version,
+    about,
+    args_conflicts_with_subcommands = false
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    overrides: Overrides,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the effective configuration, or every error with its key, source and reason.
+    Check {
+        #[command(flatten)]
+        overrides: Overrides,
+    },
+}
+
+#[derive(Args, Clone, Default)]
+struct Overrides {
+    /// TOML configuration file (default: ./gatehouse.toml if present).
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+    /// Directory to serve (the top-level `root`).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Address of the HTTP listener, such as 127.0.0.1:8080.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Address of the admin listener, such as 127.0.0.1:9090.
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<String>,
+}
+
+impl Overrides {
+    fn merge(mut self, other: Overrides) -> Overrides {
+        self.config = other.config.or(self.config);
+        self.root = other.root.or(self.root);
+        self.listen = other.listen.or(self.listen);
+        self.admin_listen = other.admin_listen.or(self.admin_listen);
+        self
+    }
+
+    fn loader(&self) -> Loader {
+        let mut l = Loader::new();
+        if let Some(f) = &self.config {
+            l = l.file(f);
+        }
+        if let Some(r) = &self.root {
+            l = l.cli("root", r.display().to_string());
+        }
+        if let Some(a) = &self.listen {
+            l = l.cli("listen", a.clone());
+        }
+        if let Some(a) = &self.admin_listen {
+            l = l.cli("admin_listen", a.clone());
+        }
+        l
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Check { overrides }) => check(cli.overrides.merge(overrides)),
+        None => run(cli.overrides),
+    }
+}
+
+fn print_errors(errors: &ConfigErrors) {
+    for e in &errors.0 {
+        eprintln!("gatehouse: config error: {e}");
+    }
+}
+
+fn check(o: Overrides) -> ExitCode {
+    match o.loader().load() {
+        Ok(config) => {
+            print!("{}", render(&config));
+            eprintln!("gatehouse: configuration OK");
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            print_errors(&errors);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn render(config: &Config) -> String {
+    toml::to_string_pretty(config).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+}
+
+fn run(o: Overrides) -> ExitCode {
+    let config = match o.loader().load() {
+        Ok(c) => c,
+        Err(errors) => {
+            print_errors(&errors);
+            return ExitCode::FAILURE;
+        }
+    };
+    init_tracing(&config.log_level);
+    match gatehouse::server::listener::raise_nofile_limit() {
+        Ok(n) => tracing::debug!("open files limit: {n}"),
+        Err(e) => tracing::warn!("could not raise the open files limit: {e}"),
+    }
+    let router = match gatehouse::router::build(&config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("gatehouse: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let handle = match gatehouse::start(&config, router) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("gatehouse: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for a in handle.addrs() {
+        tracing::info!(
+            "listening on http://{a} ({:?} runtime); admin on http://{}",
+            config.runtime,
+            handle.admin_addr()
+        );
+    }
+    wait_for_signal();
+    tracing::info!("draining (up to {:?})", config.timeouts.drain);
+    if handle.shutdown() {
+        tracing::info!("stopped");
+    } else {
+        tracing::warn!("drain timeout: closed the connections still open");
+    }
+    ExitCode::SUCCESS
+}
+
+fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gatehouse: signal runtime: {e}");
+            return;
+        }
+    };
+    rt.block_on(async {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            eprintln!("gatehouse: cannot install signal handlers");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    });
+}
+
+fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

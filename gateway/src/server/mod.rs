@@ -1,0 +1,344 @@
+//! The server core: listeners, accept loops, connections, runtime modes and shutdown.
+//!
+//! [`start`] binds every listener before it returns, so that a bind failure is reported
+//! at once, then serves on background threads; [`Handle::shutdown`] drains.
+
+mod conn;
+pub mod listener;
+
+use crate::admin;
+use axum::Router;
+use gatehouse_config::{Config, RuntimeMode};
+use hyper::server::conn::http1;
+use hyper_util::service::TowerToHyperService;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// State shared by every runtime.
+pub(crate) struct Shared {
+    pub(crate) draining: AtomicBool,
+    /// Set when the drain timeout has passed: runtimes stop with connections still open.
+    forced: AtomicBool,
+    connections: AtomicUsize,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once every connection has closed, or the drain timeout has passed.
+    pub(crate) async fn drained(&self) {
+        while self.connections.load(Ordering::SeqCst) > 0 && !self.forced.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Per-connection settings, built once.
+struct ConnSettings {
+    builder: http1::Builder,
+    keep_alive: Duration,
+    header_read: Duration,
+}
+
+/// A running server.
+pub struct Handle {
+    addrs: Vec<SocketAddr>,
+    admin_addr: SocketAddr,
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    drain: Duration,
+}
+
+/// An error from [`start`]: which address failed and why.
+#[derive(Debug)]
+pub struct BindError {
+    pub addr: SocketAddr,
+    pub what: &'static str,
+    pub error: io::Error,
+}
+
+impl std::fmt::Display for BindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot listen on {} ({}): {}",
+            self.addr, self.what, self.error
+        )
+    }
+}
+
+impl std::error::Error for BindError {}
+
+impl Handle {
+    /// The public listeners' addresses (with the ports the kernel chose for port 0).
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// Stops accepting, lets in-flight requests finish within the drain timeout, then
+    /// stops. Returns whether every connection finished in time.
+    pub fn shutdown(self) -> bool {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        let _ = self.shared.shutdown.send(true);
+        let deadline = Instant::now() + self.drain;
+        let mut clean = true;
+        while self.shared.connections.load(Ordering::SeqCst) > 0 {
+            if Instant::now() >= deadline {
+                clean = false;
+                self.shared.forced.store(true, Ordering::SeqCst);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+        clean
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// Binds the listeners and starts serving `router`.
+pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
+    let workers = if config.workers == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        config.workers
+    };
+    let per_core = config.runtime == RuntimeMode::PerCore;
+    let groups = if per_core { workers } else { 1 };
+
+    // Bind everything first: a failure must be reported before anything runs.
+    let mut by_addr: Vec<Vec<TcpListener>> = Vec::new();
+    let mut addrs = Vec::new();
+    for &addr in &config.listen {
+        let group = listener::bind_group(addr, groups).map_err(|error| BindError {
+            addr,
+            what: "http",
+            error,
+        })?;
+        addrs.push(group[0].local_addr().unwrap_or(addr));
+        by_addr.push(group);
+    }
+    let admin_listener = listener::bind(config.admin_listen, false).map_err(|error| BindError {
+        addr: config.admin_listen,
+        what: "admin",
+        error,
+    })?;
+    let admin_addr = admin_listener.local_addr().unwrap_or(config.admin_listen);
+
+    let (tx, rx) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        draining: AtomicBool::new(false),
+        forced: AtomicBool::new(false),
+        connections: AtomicUsize::new(0),
+        shutdown: tx,
+    });
+
+    let mut builder = http1::Builder::new();
+    builder
+        .keep_alive(true)
+        .max_buf_size(config.limits.max_header_bytes.max(8192))
+        .max_header_size(config.limits.max_header_bytes)
+        .header_read_timeout(config.timeouts.header_read);
+    // hyper keeps up to 100 headers on the stack; another limit costs a heap allocation
+    // per request, so only set it when asked.
+    if config.limits.max_headers != 100 {
+        builder.max_headers(config.limits.max_headers);
+    }
+    let settings = Arc::new(ConnSettings {
+        builder,
+        keep_alive: config.timeouts.keep_alive,
+        header_read: config.timeouts.header_read,
+    });
+
+    let mut threads = Vec::new();
+    // Per core: listener i of each address goes to runtime i.
+    let mut per_runtime: Vec<Vec<TcpListener>> = (0..groups).map(|_| Vec::new()).collect();
+    for group in by_addr {
+        for (i, l) in group.into_iter().enumerate() {
+            per_runtime[i].push(l);
+        }
+    }
+    for (i, listeners) in per_runtime.into_iter().enumerate() {
+        let rt = if per_core {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .thread_name("gatehouse-worker")
+                .enable_all()
+                .build()
+        }
+        .map_err(|error| BindError {
+            addr: addrs[0],
+            what: "runtime",
+            error,
+        })?;
+        let (router, settings, shared, rx) =
+            (router.clone(), settings.clone(), shared.clone(), rx.clone());
+        let name = format!("gatehouse-{i}");
+        let t = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                rt.block_on(async move {
+                    let mut loops = Vec::new();
+                    for l in listeners {
+                        let l = match tokio::net::TcpListener::from_std(l) {
+                            Ok(l) => l,
+                            Err(e) => {
+                                tracing::error!("listener: {e}");
+                                continue;
+                            }
+                        };
+                        loops.push(tokio::spawn(accept_loop(
+                            l,
+                            router.clone(),
+                            settings.clone(),
+                            shared.clone(),
+                            rx.clone(),
+                        )));
+                    }
+                    for l in loops {
+                        let _ = l.await;
+                    }
+                    // Keep the runtime alive while its connections drain.
+                    shared.drained().await;
+                });
+                // Connections still open after the drain timeout are dropped with the runtime.
+                rt.shutdown_timeout(Duration::from_millis(100));
+            })
+            .map_err(|error| BindError {
+                addr: addrs[0],
+                what: "thread",
+                error,
+            })?;
+        threads.push(t);
+    }
+
+    let admin_shared = shared.clone();
+    let admin_rx = rx.clone();
+    let t = std::thread::Builder::new()
+        .name("gatehouse-admin".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!("admin runtime: {e}");
+                    return;
+                }
+            };
+            rt.block_on(admin::serve(admin_listener, admin_shared, admin_rx));
+        })
+        .map_err(|error| BindError {
+            addr: admin_addr,
+            what: "thread",
+            error,
+        })?;
+    threads.push(t);
+
+    Ok(Handle {
+        addrs,
+        admin_addr,
+        shared,
+        threads,
+        drain: config.timeouts.drain,
+    })
+}
+
+struct ConnGuard(Arc<Shared>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    settings: Arc<ConnSettings>,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    if *shutdown.borrow() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    shared.connections.fetch_add(1, Ordering::SeqCst);
+                    let guard = ConnGuard(shared.clone());
+                    let (router, settings, rx) = (router.clone(), settings.clone(), shutdown.clone());
+                    tokio::spawn(async move {
+                        serve_connection(stream, router, &settings, rx).await;
+                        drop(guard);
+                    });
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off rather than spin; the listener stays.
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    router: Router,
+    settings: &ConnSettings,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    // Head and small body go out in one writev; without NODELAY, Nagle and delayed ACKs
+    // would hold each response back by ~40 ms.
+    let _ = stream.set_nodelay(true);
+    let activity = Arc::new(conn::Activity::default());
+    let io = conn::TrackedIo::new(stream, activity.clone());
+    let mut builder = settings.builder.clone();
+    builder.timer(conn::ConnTimer {
+        activity,
+        keep_alive: settings.keep_alive,
+        header_read: settings.header_read,
+    });
+    let conn = builder.serve_connection(io, TowerToHyperService::new(router));
+    tokio::pin!(conn);
+    if *shutdown.borrow() {
+        conn.as_mut().graceful_shutdown();
+    }
+    tokio::select! {
+        res = conn.as_mut() => {
+            if let Err(e) = res {
+                tracing::debug!("connection: {e}");
+            }
+        }
+        _ = shutdown.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}

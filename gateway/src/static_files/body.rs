@@ -1,0 +1,184 @@
+//! The body of a large file, a range of one, or a multipart/byteranges response: memory
+//! parts and file extents, the latter read in bounded chunks.
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use tokio::task::JoinHandle;
+
+/// Bytes read per chunk: the memory a streaming response holds at once.
+const CHUNK: u64 = 256 * 1024;
+
+#[derive(Debug)]
+pub enum Segment {
+    Bytes(Bytes),
+    File { offset: u64, len: u64 },
+}
+
+pub struct FileBody {
+    segments: VecDeque<Segment>,
+    file: Option<Arc<File>>,
+    pending: Option<JoinHandle<io::Result<Bytes>>>,
+    remaining: u64,
+}
+
+impl FileBody {
+    pub fn new(file: Option<Arc<File>>, segments: VecDeque<Segment>) -> Self {
+        let remaining = segments
+            .iter()
+            .map(|s| match s {
+                Segment::Bytes(b) => b.len() as u64,
+                Segment::File { len, .. } => *len,
+            })
+            .sum();
+        FileBody {
+            segments,
+            file,
+            pending: None,
+            remaining,
+        }
+    }
+
+    fn took(&mut self, chunk: Bytes) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let n = chunk.len() as u64;
+        self.remaining = self.remaining.saturating_sub(n);
+        if let Some(Segment::File { offset, len }) = self.segments.front_mut() {
+            *offset += n;
+            *len -= n.min(*len);
+            if *len == 0 {
+                self.segments.pop_front();
+            }
+        }
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+}
+
+impl Body for FileBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = &mut *self;
+        if let Some(handle) = this.pending.as_mut() {
+            let joined = ready!(Pin::new(handle).poll(cx));
+            this.pending = None;
+            return match joined {
+                Ok(Ok(chunk)) => this.took(chunk),
+                Ok(Err(e)) => Poll::Ready(Some(Err(e))),
+                Err(e) => Poll::Ready(Some(Err(io::Error::other(e)))),
+            };
+        }
+        loop {
+            match this.segments.front() {
+                None => return Poll::Ready(None),
+                Some(Segment::Bytes(_)) => {
+                    let Some(Segment::Bytes(b)) = this.segments.pop_front() else {
+                        unreachable!("front was Bytes")
+                    };
+                    this.remaining = this.remaining.saturating_sub(b.len() as u64);
+                    return Poll::Ready(Some(Ok(Frame::data(b))));
+                }
+                Some(&Segment::File { len: 0, .. }) => {
+                    this.segments.pop_front();
+                }
+                Some(&Segment::File { offset, len }) => {
+                    let Some(file) = this.file.clone() else {
+                        return Poll::Ready(Some(Err(io::Error::other("no file to read"))));
+                    };
+                    let want = len.min(CHUNK) as usize;
+                    // Pages already in the page cache are read here, on the event loop, as
+                    // nginx does; anything that would wait for the disk goes to the pool.
+                    match read_nowait(&file, offset, want) {
+                        Ok(Some(chunk)) => return this.took(chunk),
+                        Ok(None) => {}
+                        Err(e) => return Poll::Ready(Some(Err(e))),
+                    }
+                    let mut handle =
+                        tokio::task::spawn_blocking(move || read_at(&file, offset, want));
+                    match Pin::new(&mut handle).poll(cx) {
+                        Poll::Ready(Ok(Ok(chunk))) => return this.took(chunk),
+                        Poll::Ready(Ok(Err(e))) => return Poll::Ready(Some(Err(e))),
+                        Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(io::Error::other(e)))),
+                        Poll::Pending => {
+                            this.pending = Some(handle);
+                            return Poll::Pending;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0 && self.pending.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
+fn truncated() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "file truncated while being sent",
+    )
+}
+
+/// `preadv2(RWF_NOWAIT)`: the bytes if they are all in memory, `None` if reading would
+/// block on the disk (or the kernel lacks the flag).
+fn read_nowait(file: &File, offset: u64, want: usize) -> io::Result<Option<Bytes>> {
+    use std::os::fd::AsRawFd;
+    let mut buf: Vec<u8> = Vec::with_capacity(want);
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: want,
+    };
+    // SAFETY: the iovec points at `want` bytes of spare capacity owned by `buf`, which
+    // outlives the call; the kernel writes at most `want` bytes.
+    let n = unsafe {
+        libc::preadv2(
+            file.as_raw_fd(),
+            &iov,
+            1,
+            offset as libc::off_t,
+            libc::RWF_NOWAIT,
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN)
+            | Some(libc::EOPNOTSUPP)
+            | Some(libc::ENOSYS)
+            | Some(libc::EINVAL) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    if n == 0 {
+        return Err(truncated());
+    }
+    // SAFETY: the kernel initialised the first `n` bytes.
+    unsafe { buf.set_len(n as usize) };
+    Ok(Some(Bytes::from(buf)))
+}
+
+fn read_at(file: &File, offset: u64, want: usize) -> io::Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; want];
+    let n = file.read_at(&mut buf, offset)?;
+    if n == 0 {
+        return Err(truncated());
+    }
+    buf.truncate(n);
+    Ok(Bytes::from(buf))
+}

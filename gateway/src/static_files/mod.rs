@@ -1,0 +1,362 @@
+//! The static-file Service. A request goes through these steps:
+//!
+//! 1. Method: GET and HEAD; anything else is 405 with `Allow`.
+//! 2. Resolution: the [`Resolved`] that an [`OpenFileCacheLayer`] put in the extensions, or,
+//!    without the layer, a resolution on the blocking pool.
+//! 3. Preconditions, RFC 9110 §13.2.2: 304 or 412.
+//! 4. Ranges, RFC 9110 §14: 206 (one range, or multipart/byteranges), or 416.
+//! 5. The response: prepared header values cloned from the entry, and the body from memory
+//!    (head and body in one write) or streamed from the file in bounded chunks.
+//!
+//! [`OpenFileCacheLayer`]: gatehouse_layers::open_file_cache::OpenFileCacheLayer
+
+mod body;
+pub mod conditional;
+pub mod range;
+
+use axum::body::Body;
+use body::{FileBody, Segment};
+use bytes::Bytes;
+use conditional::Precondition;
+use gatehouse_layers::open_file_cache::{FileCache, FileEntry, Resolved, Resolver};
+use http::header::{
+    ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG,
+    LAST_MODIFIED, LOCATION, RANGE,
+};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use range::Ranges;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// Serves files under a root. Cheap to clone.
+#[derive(Clone)]
+pub struct StaticFiles {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    resolver: Resolver,
+    cache: Option<FileCache>,
+    cache_control: Option<HeaderValue>,
+    not_found_page: Option<String>,
+}
+
+impl StaticFiles {
+    pub fn new(resolver: Resolver) -> Self {
+        StaticFiles {
+            inner: Arc::new(Inner {
+                resolver,
+                cache: None,
+                cache_control: None,
+                not_found_page: None,
+            }),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Inner)) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            f(inner);
+        } else {
+            let i = &*self.inner;
+            let mut copy = Inner {
+                resolver: i.resolver.clone(),
+                cache: i.cache.clone(),
+                cache_control: i.cache_control.clone(),
+                not_found_page: i.not_found_page.clone(),
+            };
+            f(&mut copy);
+            self.inner = Arc::new(copy);
+        }
+        self
+    }
+
+    /// The cache that the open-file-cache layer in front uses, also used for the 404 page.
+    pub fn with_cache(self, cache: FileCache) -> Self {
+        self.edit(|i| i.cache = Some(cache))
+    }
+
+    pub fn cache_control(self, value: HeaderValue) -> Self {
+        self.edit(|i| i.cache_control = Some(value))
+    }
+
+    /// A file relative to the root, sent with 404 when nothing matches.
+    pub fn not_found_page(self, rel: impl Into<String>) -> Self {
+        let rel = rel.into();
+        self.edit(|i| i.not_found_page = Some(rel))
+    }
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+impl<B: Send + 'static> Service<Request<B>> for StaticFiles {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = futures_util::future::Either<
+        std::future::Ready<Result<Response<Body>, Infallible>>,
+        BoxFuture,
+    >;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        use futures_util::future::Either;
+        let method = req.method();
+        if method != Method::GET && method != Method::HEAD {
+            let mut res = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+            res.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return Either::Left(std::future::ready(Ok(res)));
+        }
+        // The common case, a cache hit, is answered synchronously.
+        let (parts, _body) = req.into_parts();
+        match parts.extensions.get::<Resolved>() {
+            Some(Resolved::File(entry)) => {
+                Either::Left(std::future::ready(Ok(self.respond(&parts, entry))))
+            }
+            Some(other) => {
+                let other = other.clone();
+                let this = self.clone();
+                Either::Right(Box::pin(
+                    async move { Ok(this.answer(&parts, other).await) },
+                ))
+            }
+            None => {
+                let this = self.clone();
+                Either::Right(Box::pin(async move {
+                    let resolver = this.inner.resolver.clone();
+                    let path = parts.uri.path().to_owned();
+                    let resolved = tokio::task::spawn_blocking(move || resolver.resolve(&path))
+                        .await
+                        .unwrap_or(Resolved::Forbidden);
+                    Ok(this.answer(&parts, resolved).await)
+                }))
+            }
+        }
+    }
+}
+
+impl StaticFiles {
+    async fn answer(&self, parts: &http::request::Parts, resolved: Resolved) -> Response<Body> {
+        match resolved {
+            Resolved::File(entry) => self.respond(parts, &entry),
+            Resolved::AddSlash => add_slash(parts),
+            Resolved::BadRequest => plain(StatusCode::BAD_REQUEST, "bad request\n"),
+            Resolved::Forbidden => plain(StatusCode::FORBIDDEN, "forbidden\n"),
+            Resolved::NotFound => self.not_found(parts).await,
+        }
+    }
+
+    async fn not_found(&self, parts: &http::request::Parts) -> Response<Body> {
+        let Some(page) = &self.inner.not_found_page else {
+            return plain(StatusCode::NOT_FOUND, "not found\n");
+        };
+        let resolved = match &self.inner.cache {
+            Some(cache) => cache.page(page).await,
+            None => {
+                let resolver = self.inner.resolver.clone();
+                let page = page.clone();
+                tokio::task::spawn_blocking(move || resolver.resolve_relative(&page))
+                    .await
+                    .unwrap_or(Resolved::NotFound)
+            }
+        };
+        match resolved {
+            Resolved::File(entry) if entry.body.is_some() => {
+                let mut res =
+                    self.full(parts.method == Method::HEAD, &entry, StatusCode::NOT_FOUND);
+                res.headers_mut().remove(ACCEPT_RANGES);
+                res
+            }
+            _ => plain(StatusCode::NOT_FOUND, "not found\n"),
+        }
+    }
+
+    fn respond(&self, parts: &http::request::Parts, entry: &Arc<FileEntry>) -> Response<Body> {
+        let head = parts.method == Method::HEAD;
+        match conditional::evaluate(&parts.headers, &entry.etag, entry.modified) {
+            Precondition::Proceed => {}
+            Precondition::NotModified => {
+                return self.validators_only(entry, StatusCode::NOT_MODIFIED)
+            }
+            Precondition::Failed => {
+                return self.validators_only(entry, StatusCode::PRECONDITION_FAILED)
+            }
+        }
+        // §14.2: Range is defined for GET only.
+        if parts.method == Method::GET {
+            if let Some(range) = parts.headers.get(RANGE) {
+                if conditional::range_allowed(&parts.headers, &entry.etag, &entry.last_modified) {
+                    match range::parse(range.as_bytes(), entry.len) {
+                        Ranges::Full => {}
+                        Ranges::Satisfiable(ranges) => return self.partial(entry, ranges),
+                        Ranges::Unsatisfiable => {
+                            let mut res = plain(StatusCode::RANGE_NOT_SATISFIABLE, "");
+                            let cr = format!("bytes */{}", entry.len);
+                            if let Ok(v) = HeaderValue::from_str(&cr) {
+                                res.headers_mut().insert(CONTENT_RANGE, v);
+                            }
+                            res.headers_mut()
+                                .insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+                            return res;
+                        }
+                    }
+                }
+            }
+        }
+        self.full(head, entry, StatusCode::OK)
+    }
+
+    fn common_headers(&self, h: &mut HeaderMap, entry: &FileEntry) {
+        h.insert(ETAG, entry.etag.clone());
+        h.insert(LAST_MODIFIED, entry.last_modified.clone());
+        if let Some(cc) = &self.inner.cache_control {
+            h.insert(CACHE_CONTROL, cc.clone());
+        }
+    }
+
+    fn full(&self, head: bool, entry: &Arc<FileEntry>, status: StatusCode) -> Response<Body> {
+        let body = if head {
+            Body::empty()
+        } else if let Some(b) = &entry.body {
+            Body::from(b.clone())
+        } else {
+            let segs = VecDeque::from([Segment::File {
+                offset: 0,
+                len: entry.len,
+            }]);
+            Body::new(FileBody::new(entry.file.clone(), segs))
+        };
+        let mut res = Response::new(body);
+        *res.status_mut() = status;
+        let h = res.headers_mut();
+        h.reserve(8);
+        h.insert(CONTENT_TYPE, entry.content_type.clone());
+        h.insert(CONTENT_LENGTH, entry.content_length.clone());
+        h.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        self.common_headers(h, entry);
+        res
+    }
+
+    fn validators_only(&self, entry: &FileEntry, status: StatusCode) -> Response<Body> {
+        let mut res = Response::new(Body::empty());
+        *res.status_mut() = status;
+        self.common_headers(res.headers_mut(), entry);
+        if status == StatusCode::PRECONDITION_FAILED {
+            res.headers_mut()
+                .insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+        }
+        res
+    }
+
+    fn partial(&self, entry: &Arc<FileEntry>, ranges: Vec<std::ops::Range<u64>>) -> Response<Body> {
+        let extent = |r: &std::ops::Range<u64>| match &entry.body {
+            Some(b) => Segment::Bytes(b.slice(r.start as usize..r.end as usize)),
+            None => Segment::File {
+                offset: r.start,
+                len: r.end - r.start,
+            },
+        };
+        let mut segs = VecDeque::new();
+        let mut res;
+        if let [r] = ranges.as_slice() {
+            segs.push_back(extent(r));
+            res = Response::new(Body::new(FileBody::new(entry.file.clone(), segs)));
+            let h = res.headers_mut();
+            h.insert(CONTENT_TYPE, entry.content_type.clone());
+            h.insert(CONTENT_LENGTH, HeaderValue::from(r.end - r.start));
+            let cr = format!("bytes {}-{}/{}", r.start, r.end - 1, entry.len);
+            if let Ok(v) = HeaderValue::from_str(&cr) {
+                h.insert(CONTENT_RANGE, v);
+            }
+        } else {
+            // RFC 9110 §14.6: multipart/byteranges, each part with its own Content-Range.
+            let boundary = boundary(entry);
+            let ctype = entry
+                .content_type
+                .to_str()
+                .unwrap_or("application/octet-stream");
+            let mut total = 0u64;
+            for r in &ranges {
+                let part_head = format!(
+                    "\r\n--{boundary}\r\nContent-Type: {ctype}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
+                    r.start,
+                    r.end - 1,
+                    entry.len
+                );
+                total += part_head.len() as u64 + (r.end - r.start);
+                segs.push_back(Segment::Bytes(Bytes::from(part_head)));
+                segs.push_back(extent(r));
+            }
+            let tail = format!("\r\n--{boundary}--\r\n");
+            total += tail.len() as u64;
+            segs.push_back(Segment::Bytes(Bytes::from(tail)));
+            res = Response::new(Body::new(FileBody::new(entry.file.clone(), segs)));
+            let h = res.headers_mut();
+            let ct = format!("multipart/byteranges; boundary={boundary}");
+            if let Ok(v) = HeaderValue::from_str(&ct) {
+                h.insert(CONTENT_TYPE, v);
+            }
+            h.insert(CONTENT_LENGTH, HeaderValue::from(total));
+        }
+        *res.status_mut() = StatusCode::PARTIAL_CONTENT;
+        let h = res.headers_mut();
+        h.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        self.common_headers(h, entry);
+        res
+    }
+}
+
+/// A boundary that can't occur in the file's own parts: derived from its validator, which
+/// is hex and punctuation, so no body byte sequence is chosen by the client.
+fn boundary(entry: &FileEntry) -> String {
+    let tag: String = entry
+        .etag
+        .as_bytes()
+        .iter()
+        .filter(|b| b.is_ascii_alphanumeric())
+        .map(|&b| b as char)
+        .collect();
+    format!("gatehouse-{tag}")
+}
+
+fn add_slash(parts: &http::request::Parts) -> Response<Body> {
+    // A relative reference (RFC 9110 §10.2.2) to the last segment plus '/', so that it is
+    // right under whatever prefix the route was mounted at.
+    let path = parts.uri.path();
+    let last = path.rsplit('/').next().unwrap_or("");
+    let mut loc = String::with_capacity(last.len() + 2);
+    if last.is_empty() {
+        loc.push_str("./");
+    } else {
+        loc.push_str(last);
+        loc.push('/');
+    }
+    if let Some(q) = parts.uri.query() {
+        loc.push('?');
+        loc.push_str(q);
+    }
+    let mut res = plain(StatusCode::MOVED_PERMANENTLY, "moved permanently\n");
+    if let Ok(v) = HeaderValue::from_str(&loc) {
+        res.headers_mut().insert(LOCATION, v);
+    }
+    res
+}
+
+pub(crate) fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut res = Response::new(Body::from(text));
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    res.headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(text.len()));
+    res
+}

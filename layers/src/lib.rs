@@ -1,0 +1,13 @@
+//! tower Layers from the gatehouse web gateway. Each works alone, over any `Service` that
+//! takes an `http::Request`, so it can be mounted in any axum app; each has its own cargo
+//! feature.
+//!
+//! - [`open_file_cache`]: resolves request paths to files safely and caches what a hit
+//!   needs (metadata, formatted validators, small bodies), like nginx's `open_file_cache`.
+//! - [`path`]: the one path normalisation every layer and the router share.
+
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+#[cfg(feature = "open-file-cache")]
+pub mod open_file_cache;
+pub mod path;

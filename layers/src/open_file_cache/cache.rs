@@ -1,0 +1,218 @@
+use super::entry::{Check, Resolved};
+use super::resolve::Resolver;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bounds and validity of a [`FileCache`].
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    /// Check each entry with one `stat` per request (default). `false` trusts an entry for
+    /// `valid`, like nginx's `open_file_cache_valid`.
+    pub strict: bool,
+    pub valid: Duration,
+    pub max_entries: usize,
+    /// Budget for in-memory bodies, in bytes.
+    pub max_bytes: u64,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            strict: true,
+            valid: Duration::from_secs(1),
+            max_entries: 10_000,
+            max_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+pub(crate) struct Cached {
+    pub(crate) resolved: Resolved,
+    check: Check,
+    /// Milliseconds since the cache's epoch when the entry was last checked.
+    checked_at: AtomicU64,
+}
+
+#[derive(Clone)]
+struct Weigh {
+    floor: u64,
+}
+
+impl quick_cache::Weighter<String, Arc<Cached>> for Weigh {
+    fn weight(&self, key: &String, val: &Arc<Cached>) -> u64 {
+        let body = match &val.resolved {
+            Resolved::File(f) => f.body.as_ref().map_or(0, |b| b.len() as u64),
+            _ => 0,
+        };
+        // The floor bounds the entry count (and so the open descriptors) by the byte budget.
+        (body + key.len() as u64).max(self.floor)
+    }
+}
+
+/// The open-file cache: request path → [`Resolved`], bounded by entries and bytes.
+///
+/// Evicts with quick_cache's S3-FIFO: lock-sharded, so a hit takes no global lock, and
+/// scan-resistant, so a crawl over many cold files doesn't push out the hot ones.
+#[derive(Clone)]
+pub struct FileCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    resolver: Resolver,
+    opts: CacheOptions,
+    map: quick_cache::sync::Cache<String, Arc<Cached>, Weigh>,
+    epoch: Instant,
+    loads: AtomicU64,
+}
+
+impl std::fmt::Debug for FileCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileCache")
+            .field("root", &self.inner.resolver.root())
+            .field("entries", &self.inner.map.len())
+            .field("weight", &self.inner.map.weight())
+            .finish()
+    }
+}
+
+impl FileCache {
+    pub fn new(resolver: Resolver, opts: CacheOptions) -> Self {
+        let max_entries = opts.max_entries.max(1);
+        let budget = opts.max_bytes.max(1);
+        let floor = (budget / max_entries as u64).max(1);
+        let shards = if max_entries < 64 { 1 } else { 16 };
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(max_entries)
+            .weight_capacity(budget)
+            .shards(shards)
+            .build()
+            .expect("valid quick_cache options");
+        let map = quick_cache::sync::Cache::with_options(
+            options,
+            Weigh { floor },
+            Default::default(),
+            Default::default(),
+        );
+        FileCache {
+            inner: Arc::new(Inner {
+                resolver,
+                opts,
+                map,
+                epoch: Instant::now(),
+                loads: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    pub fn resolver(&self) -> &Resolver {
+        &self.inner.resolver
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.inner.epoch.elapsed().as_millis() as u64
+    }
+
+    /// A hit, checked per the validity rule; `None` means the caller must [`load`](Self::load).
+    /// Runs on the event loop: at most one `stat`.
+    pub fn lookup(&self, key: &str) -> Option<Resolved> {
+        let cached = self.inner.map.get(key)?;
+        if self.inner.opts.strict {
+            if cached.check.still_valid() {
+                return Some(cached.resolved.clone());
+            }
+        } else {
+            let now = self.now_ms();
+            let at = cached.checked_at.load(Ordering::Relaxed);
+            if now.saturating_sub(at) < self.inner.opts.valid.as_millis() as u64 {
+                return Some(cached.resolved.clone());
+            }
+            if cached.check.still_valid() {
+                cached.checked_at.store(now, Ordering::Relaxed);
+                return Some(cached.resolved.clone());
+            }
+        }
+        self.inner.map.remove(key);
+        None
+    }
+
+    /// Resolves `key` on the blocking pool and caches the result. Concurrent loads of one
+    /// key wait for a single resolution.
+    pub async fn load(&self, key: &str) -> Resolved {
+        self.load_with(key, |r, k| r.resolve_checked(k)).await
+    }
+
+    /// A file named relative to the root, such as a custom 404 page, through the cache.
+    pub async fn page(&self, rel: &str) -> Resolved {
+        // Request paths start with '/', so this key can't collide with one.
+        let key = format!("page:{rel}");
+        match self.lookup(&key) {
+            Some(r) => r,
+            None => {
+                self.load_with(&key, |r, k| r.resolve_relative_checked(&k["page:".len()..]))
+                    .await
+            }
+        }
+    }
+
+    async fn load_with(
+        &self,
+        key: &str,
+        resolve: fn(&Resolver, &str) -> (Resolved, Check),
+    ) -> Resolved {
+        let guard = match self.inner.map.get_value_or_guard_async(key).await {
+            Ok(hit) => return hit.resolved.clone(),
+            Err(guard) => guard,
+        };
+        let this = self.clone();
+        let owned = key.to_owned();
+        let loaded = tokio::task::spawn_blocking(move || {
+            this.inner.loads.fetch_add(1, Ordering::Relaxed);
+            resolve(&this.inner.resolver, &owned)
+        })
+        .await;
+        let (resolved, check) = match loaded {
+            Ok(pair) => pair,
+            Err(_) => return Resolved::Forbidden,
+        };
+        if matches!(resolved, Resolved::Forbidden) {
+            // Permissions may be fixed at any moment: don't remember a refusal.
+            return resolved;
+        }
+        let cached = Arc::new(Cached {
+            resolved: resolved.clone(),
+            check,
+            checked_at: AtomicU64::new(self.now_ms()),
+        });
+        let _ = guard.insert(cached);
+        resolved
+    }
+
+    /// [`lookup`](Self::lookup), then [`load`](Self::load) on a miss.
+    pub async fn get(&self, key: &str) -> Resolved {
+        match self.lookup(key) {
+            Some(r) => r,
+            None => self.load(key).await,
+        }
+    }
+
+    /// Entries held now.
+    pub fn len(&self) -> usize {
+        self.inner.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.map.is_empty()
+    }
+
+    /// Bytes of bodies (and per-entry floors) held now.
+    pub fn weight(&self) -> u64 {
+        self.inner.map.weight()
+    }
+
+    /// Resolutions performed (misses), since creation.
+    pub fn loads(&self) -> u64 {
+        self.inner.loads.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,99 @@
+use bytes::Bytes;
+use http::HeaderValue;
+use std::fs::{File, Metadata};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// What a request path resolved to. The layer puts one in the request's extensions; the
+/// static Service turns it into a response.
+#[derive(Debug, Clone)]
+pub enum Resolved {
+    /// A regular file, an index file, or a generated directory listing.
+    File(Arc<FileEntry>),
+    /// A directory named without its trailing slash: redirect to the path plus `/`.
+    AddSlash,
+    /// Nothing there, or hidden (dotfiles, symlinks out of the root).
+    NotFound,
+    /// The file exists but can't be read.
+    Forbidden,
+    /// The path itself is malformed (bad escape, NUL, backslash).
+    BadRequest,
+}
+
+/// Everything a hit needs, computed once when the file is opened.
+#[derive(Debug)]
+pub struct FileEntry {
+    pub len: u64,
+    /// `len`, formatted once.
+    pub content_length: HeaderValue,
+    pub modified: SystemTime,
+    /// A strong validator from the inode, size and modification time (RFC 9110 §8.8.3).
+    pub etag: HeaderValue,
+    pub last_modified: HeaderValue,
+    pub content_type: HeaderValue,
+    /// The whole body, for files up to the inline limit.
+    pub body: Option<Bytes>,
+    /// An open descriptor for larger files, read with `pread` so it can be shared.
+    pub file: Option<Arc<File>>,
+    /// Where the bytes live on disk (for diagnostics).
+    pub path: PathBuf,
+}
+
+/// The identity of a file version: a change to any field is a new version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+    dir: bool,
+}
+
+impl Stamp {
+    pub(crate) fn of(m: &Metadata) -> Stamp {
+        Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+            dir: m.is_dir(),
+        }
+    }
+
+    pub(crate) fn etag(&self) -> HeaderValue {
+        let s = format!(
+            "\"{:x}-{:x}-{:x}.{:x}\"",
+            self.ino, self.len, self.mtime, self.mtime_nsec
+        );
+        HeaderValue::from_str(&s).unwrap_or_else(|_| HeaderValue::from_static("\"0\""))
+    }
+}
+
+/// How a cached answer is checked before it is trusted again.
+#[derive(Debug, Clone)]
+pub(crate) enum Check {
+    /// The answer depends on the path's spelling alone (hidden, malformed).
+    Never,
+    /// The path must still stat to this stamp, or still be absent (`None`).
+    Stat {
+        path: PathBuf,
+        expect: Option<Stamp>,
+    },
+}
+
+impl Check {
+    pub(crate) fn still_valid(&self) -> bool {
+        match self {
+            Check::Never => true,
+            Check::Stat { path, expect } => match (std::fs::metadata(path), expect) {
+                (Ok(m), Some(stamp)) => Stamp::of(&m) == *stamp,
+                (Err(_), None) => true,
+                _ => false,
+            },
+        }
+    }
+}

@@ -1,0 +1,301 @@
+use super::entry::{Check, FileEntry, Resolved, Stamp};
+use crate::path::{normalize, PathError};
+use bytes::Bytes;
+use http::HeaderValue;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How paths map to files under one root. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Resolver {
+    inner: Arc<ResolverInner>,
+}
+
+#[derive(Debug, Clone)]
+struct ResolverInner {
+    root: PathBuf,
+    canonical_root: PathBuf,
+    index: Vec<String>,
+    listing: bool,
+    hide_dotfiles: bool,
+    follow_symlinks_outside_root: bool,
+    inline_max: u64,
+}
+
+impl Resolver {
+    /// Serves files under `root`, which must exist.
+    pub fn new(root: impl Into<PathBuf>) -> io::Result<Self> {
+        let root = root.into();
+        let canonical_root = root.canonicalize()?;
+        Ok(Resolver {
+            inner: Arc::new(ResolverInner {
+                root,
+                canonical_root,
+                index: vec!["index.html".into()],
+                listing: false,
+                hide_dotfiles: true,
+                follow_symlinks_outside_root: false,
+                inline_max: 64 * 1024,
+            }),
+        })
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut ResolverInner)) -> Self {
+        f(Arc::make_mut(&mut self.inner));
+        self
+    }
+
+    /// Index files tried in order for a directory (default `index.html`).
+    pub fn index<I: IntoIterator<Item = S>, S: Into<String>>(self, names: I) -> Self {
+        let names = names.into_iter().map(Into::into).collect();
+        self.edit(|i| i.index = names)
+    }
+
+    /// Generate an HTML listing for a directory without an index file (default off).
+    pub fn listing(self, on: bool) -> Self {
+        self.edit(|i| i.listing = on)
+    }
+
+    /// Answer 404 for paths with a segment starting with `.` (default on).
+    pub fn hide_dotfiles(self, on: bool) -> Self {
+        self.edit(|i| i.hide_dotfiles = on)
+    }
+
+    /// Follow symlinks that lead outside the root (default off).
+    pub fn follow_symlinks_outside_root(self, on: bool) -> Self {
+        self.edit(|i| i.follow_symlinks_outside_root = on)
+    }
+
+    /// Files up to this many bytes are read into memory (default 64 KiB).
+    pub fn inline_max(self, bytes: u64) -> Self {
+        self.edit(|i| i.inline_max = bytes)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// Resolves a raw request path (as sent, undecoded). Blocking: call it off the event loop.
+    pub fn resolve(&self, raw_path: &str) -> Resolved {
+        self.resolve_checked(raw_path).0
+    }
+
+    /// Resolves a file given relative to the root (an error page), bypassing the dotfile rule.
+    pub fn resolve_relative(&self, rel: &str) -> Resolved {
+        self.resolve_relative_checked(rel).0
+    }
+
+    pub(crate) fn resolve_relative_checked(&self, rel: &str) -> (Resolved, Check) {
+        let path = self.inner.root.join(rel.trim_start_matches('/'));
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => self.open_file(path, &m),
+            _ => absent(path),
+        }
+    }
+
+    pub(crate) fn resolve_checked(&self, raw_path: &str) -> (Resolved, Check) {
+        let i = &*self.inner;
+        let norm = match normalize(raw_path, i.hide_dotfiles) {
+            Ok(n) => n,
+            Err(PathError::Hidden) => return (Resolved::NotFound, Check::Never),
+            Err(_) => return (Resolved::BadRequest, Check::Never),
+        };
+        let path = i.root.join(&norm.relative);
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                return (Resolved::Forbidden, stat_check(&path));
+            }
+            Err(_) => return absent(path),
+        };
+        if !self.inside_root(&path) {
+            return (Resolved::NotFound, stat_check(&path));
+        }
+        if meta.is_dir() {
+            if !norm.trailing_slash {
+                return (Resolved::AddSlash, stat_check(&path));
+            }
+            for name in &i.index {
+                let candidate = path.join(name);
+                if let Ok(m) = std::fs::metadata(&candidate) {
+                    if m.is_file() && self.inside_root(&candidate) {
+                        return self.open_file(candidate, &m);
+                    }
+                }
+            }
+            if i.listing {
+                return listing(&path, &meta, &norm.to_absolute(), i.hide_dotfiles);
+            }
+            // The directory's stamp changes when an index file appears.
+            return (Resolved::NotFound, stat_check(&path));
+        }
+        if !meta.is_file() || norm.trailing_slash {
+            return (Resolved::NotFound, stat_check(&path));
+        }
+        self.open_file(path, &meta)
+    }
+
+    fn inside_root(&self, path: &Path) -> bool {
+        if self.inner.follow_symlinks_outside_root {
+            return true;
+        }
+        match path.canonicalize() {
+            Ok(real) => real.starts_with(&self.inner.canonical_root),
+            Err(_) => false,
+        }
+    }
+
+    fn open_file(&self, path: PathBuf, meta: &std::fs::Metadata) -> (Resolved, Check) {
+        // O_NONBLOCK: should the path be swapped for a FIFO between stat and open, the open
+        // must not hang a blocking-pool thread.
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                return (Resolved::Forbidden, stat_check(&path))
+            }
+            Err(_) => return absent(path),
+        };
+        // The stamp of the descriptor we read from: if the file changed since the path's
+        // stat, the next check sees a different stamp and reloads.
+        let meta = file.metadata().unwrap_or_else(|_| meta.clone());
+        if !meta.is_file() {
+            return (Resolved::NotFound, stat_check(&path));
+        }
+        let stamp = Stamp::of(&meta);
+        let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        let len = meta.len();
+        let (body, file) = if len <= self.inner.inline_max {
+            match read_whole(&file, len) {
+                Ok(b) => (Some(b), None),
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    return (Resolved::Forbidden, stat_check(&path))
+                }
+                Err(_) => return absent(path),
+            }
+        } else {
+            (None, Some(Arc::new(file)))
+        };
+        let len = body.as_ref().map_or(len, |b| b.len() as u64);
+        let entry = FileEntry {
+            len,
+            content_length: HeaderValue::from(len),
+            modified,
+            etag: stamp.etag(),
+            last_modified: http_date(modified),
+            content_type: super::mime::content_type(&path),
+            body,
+            file,
+            path: path.clone(),
+        };
+        (
+            Resolved::File(Arc::new(entry)),
+            Check::Stat {
+                path,
+                expect: Some(stamp),
+            },
+        )
+    }
+}
+
+fn absent(path: PathBuf) -> (Resolved, Check) {
+    (Resolved::NotFound, Check::Stat { path, expect: None })
+}
+
+fn stat_check(path: &Path) -> Check {
+    Check::Stat {
+        path: path.to_path_buf(),
+        expect: std::fs::metadata(path).ok().map(|m| Stamp::of(&m)),
+    }
+}
+
+/// Reads at most `len` bytes: a file that grew since its stat is served as it was when
+/// stat'ed, and the changed stamp makes the next request reload it.
+fn read_whole(file: &File, len: u64) -> io::Result<Bytes> {
+    let mut buf = Vec::with_capacity(len as usize);
+    file.take(len).read_to_end(&mut buf)?;
+    Ok(Bytes::from(buf))
+}
+
+pub(crate) fn http_date(t: std::time::SystemTime) -> HeaderValue {
+    HeaderValue::from_str(&httpdate::fmt_http_date(t))
+        .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
+}
+
+fn listing(dir: &Path, meta: &std::fs::Metadata, url_path: &str, hide: bool) -> (Resolved, Check) {
+    let mut names: Vec<(String, bool)> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                if hide && name.starts_with('.') {
+                    return None;
+                }
+                let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                Some((name, is_dir))
+            })
+            .collect(),
+        Err(_) => return (Resolved::Forbidden, stat_check(dir)),
+    };
+    names.sort();
+    let title = escape_html(url_path);
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of {title}</title></head>\n<body><h1>Index of {title}</h1>\n<ul>\n"
+    );
+    if url_path != "/" {
+        html.push_str("<li><a href=\"../\">../</a></li>\n");
+    }
+    for (name, is_dir) in names {
+        let slash = if is_dir { "/" } else { "" };
+        let href: String =
+            percent_encoding::utf8_percent_encode(&name, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        html.push_str(&format!(
+            "<li><a href=\"{href}{slash}\">{}{slash}</a></li>\n",
+            escape_html(&name)
+        ));
+    }
+    html.push_str("</ul></body></html>\n");
+    let stamp = Stamp::of(meta);
+    let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+    let body = Bytes::from(html);
+    let entry = FileEntry {
+        len: body.len() as u64,
+        content_length: HeaderValue::from(body.len()),
+        modified,
+        etag: stamp.etag(),
+        last_modified: http_date(modified),
+        content_type: HeaderValue::from_static("text/html; charset=utf-8"),
+        body: Some(body),
+        file: None,
+        path: dir.to_path_buf(),
+    };
+    (
+        Resolved::File(Arc::new(entry)),
+        Check::Stat {
+            path: dir.to_path_buf(),
+            expect: Some(stamp),
+        },
+    )
+}
+
+fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}

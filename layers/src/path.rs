@@ -1,0 +1,168 @@
+//! Request-path normalisation shared by everything that maps a URL path to a resource:
+//! the static files, and later the auth rules, so that no spelling of a path reaches a
+//! resource by a route another spelling is refused on.
+//!
+//! RFC 3986 §6.2.2: the path is percent-decoded exactly once, then dot-segments are removed
+//! (§5.2.4) without ever climbing above the root.
+
+use std::fmt;
+
+/// Why a path was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathError {
+    /// Not `/`-rooted, a bad `%` escape, or not UTF-8 once decoded: 400.
+    Malformed,
+    /// A NUL byte: 400.
+    Nul,
+    /// A backslash, which some file systems read as a separator: 400.
+    Backslash,
+    /// A segment starting with `.` while dotfiles are hidden: 404.
+    Hidden,
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PathError::Malformed => "malformed path",
+            PathError::Nul => "NUL byte in path",
+            PathError::Backslash => "backslash in path",
+            PathError::Hidden => "hidden path",
+        })
+    }
+}
+
+impl std::error::Error for PathError {}
+
+/// A path reduced to its segments: no empty, `.` or `..` segment, nothing undecoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NormalPath {
+    /// `/`-joined segments without a leading slash; empty for the root.
+    pub relative: String,
+    /// The request named a directory (it ended with `/`, or was the root).
+    pub trailing_slash: bool,
+}
+
+impl NormalPath {
+    /// `/` followed by the segments, and a trailing `/` when the request had one.
+    pub fn to_absolute(&self) -> String {
+        let mut s = String::with_capacity(self.relative.len() + 2);
+        s.push('/');
+        s.push_str(&self.relative);
+        if self.trailing_slash && !self.relative.is_empty() {
+            s.push('/');
+        }
+        s
+    }
+}
+
+/// Normalises a raw request path (as sent, without the query).
+pub fn normalize(raw: &str, hide_dotfiles: bool) -> Result<NormalPath, PathError> {
+    if !raw.starts_with('/') {
+        return Err(PathError::Malformed);
+    }
+    let decoded = percent_encoding::percent_decode_str(raw);
+    // A stray '%' not followed by two hex digits is passed through by the decoder; refuse it
+    // instead, so that the decoding is unambiguous.
+    if !valid_escapes(raw.as_bytes()) {
+        return Err(PathError::Malformed);
+    }
+    let bytes: Vec<u8> = decoded.collect();
+    if bytes.contains(&0) {
+        return Err(PathError::Nul);
+    }
+    if bytes.contains(&b'\\') {
+        return Err(PathError::Backslash);
+    }
+    let text = String::from_utf8(bytes).map_err(|_| PathError::Malformed)?;
+
+    let trailing_slash = text.ends_with('/') || text.ends_with("/.") || text.ends_with("/..");
+    let mut segments: Vec<&str> = Vec::new();
+    for seg in text.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
+        }
+    }
+    if hide_dotfiles && segments.iter().any(|s| s.starts_with('.')) {
+        return Err(PathError::Hidden);
+    }
+    Ok(NormalPath {
+        relative: segments.join("/"),
+        trailing_slash: trailing_slash || segments.is_empty(),
+    })
+}
+
+fn valid_escapes(raw: &[u8]) -> bool {
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            if i + 2 >= raw.len() {
+                return false;
+            }
+            if !(raw[i + 1].is_ascii_hexdigit() && raw[i + 2].is_ascii_hexdigit()) {
+                return false;
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(p: &str) -> String {
+        normalize(p, true).unwrap().relative
+    }
+
+    #[test]
+    fn dot_segments_never_climb_above_root() {
+        assert_eq!(rel("/a/b/../c"), "a/c");
+        assert_eq!(rel("/../../etc/passwd"), "etc/passwd");
+        assert_eq!(rel("/%2e%2e/%2e%2e/etc/passwd"), "etc/passwd");
+        assert_eq!(rel("/a/..%2f..%2fetc"), "etc");
+        assert_eq!(rel("/./a//b/"), "a/b");
+        assert_eq!(rel("/"), "");
+    }
+
+    #[test]
+    fn decodes_exactly_once() {
+        // %252e is "%2e" after one decode: a literal file name, never a dot segment.
+        assert_eq!(rel("/%252e%252e/x"), "%2e%2e/x");
+        assert_eq!(rel("/a%20b"), "a b");
+    }
+
+    #[test]
+    fn refuses_nul_backslash_and_bad_escapes() {
+        assert_eq!(normalize("/a%00b", true), Err(PathError::Nul));
+        assert_eq!(normalize("/a\\..\\b", true), Err(PathError::Backslash));
+        assert_eq!(normalize("/a%5c..%5cb", true), Err(PathError::Backslash));
+        assert_eq!(normalize("/a%zz", true), Err(PathError::Malformed));
+        assert_eq!(normalize("/a%2", true), Err(PathError::Malformed));
+        assert_eq!(normalize("/a%", true), Err(PathError::Malformed));
+        assert_eq!(normalize("/%c0%ae%c0%ae/", true), Err(PathError::Malformed));
+        assert_eq!(normalize("relative", true), Err(PathError::Malformed));
+    }
+
+    #[test]
+    fn hides_dotfiles_when_asked() {
+        assert_eq!(normalize("/.git/config", true), Err(PathError::Hidden));
+        assert_eq!(normalize("/a/%2eenv", true), Err(PathError::Hidden));
+        assert_eq!(rel("/a/.hidden/../b"), "a/b");
+        assert_eq!(normalize("/.env", false).unwrap().relative, ".env");
+    }
+
+    #[test]
+    fn trailing_slash_is_kept() {
+        assert!(normalize("/dir/", true).unwrap().trailing_slash);
+        assert!(!normalize("/dir", true).unwrap().trailing_slash);
+        assert!(normalize("/dir/..", true).unwrap().trailing_slash);
+        assert_eq!(normalize("/a/b/", true).unwrap().to_absolute(), "/a/b/");
+    }
+}
