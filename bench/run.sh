@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# Benchmarks gatehouse against nginx and Caddy on this machine, in one run: same files, same
+# load, same settings. See bench/README.md for what each figure means.
+#
+# Inputs (environment): GATEHOUSE, GATEHOUSE_BASE, NGINX, CADDY, OHA, DURATION, CONNECTIONS,
+# WARMUP, SCENARIOS, OUT_DIR, RUNTIME, BASE_RUNTIME, GATEHOUSE_TOML, BASE_TOML.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+GATEHOUSE=${GATEHOUSE:-$ROOT/target/release/gatehouse}
+GATEHOUSE_BASE=${GATEHOUSE_BASE:-}
+NGINX=${NGINX-$(command -v nginx || true)}
+CADDY=${CADDY-$(command -v caddy || true)}
+OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
+DURATION=${DURATION:-15s}
+CONNECTIONS=${CONNECTIONS:-64}
+WARMUP=${WARMUP:-2s}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m}
+OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
+# Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
+RUNTIME=${RUNTIME:-}
+BASE_RUNTIME=${BASE_RUNTIME:-}
+GATEHOUSE_TOML=${GATEHOUSE_TOML:-}
+BASE_TOML=${BASE_TOML:-}
+
+PORT_GH=18181 ADMIN_GH=18191 PORT_NGINX=18182 PORT_CADDY=18183
+
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+WORK=$(mktemp -d /tmp/gatehouse-bench.XXXXXX)
+chmod 755 "$WORK"
+ROWS="$WORK/rows.jsonl"
+: > "$ROWS"
+SERVER_PIDS=()
+
+say() { printf '%s\n' "$*" >&2; }
+
+cleanup() {
+  stop_server || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+[ -x "$OHA" ] || { say "oha not found (set OHA, or: cargo install oha --locked)"; exit 1; }
+[ -x "$GATEHOUSE" ] || { say "gatehouse binary not found at $GATEHOUSE (cargo build --release)"; exit 1; }
+
+# --- the files every server serves -------------------------------------------------------
+WWW="$WORK/www"
+mkdir -p "$WWW"
+head -c 1024 /dev/urandom > "$WWW/1k.bin"
+head -c $((1024 * 1024)) /dev/urandom > "$WWW/1m.bin"
+chmod -R a+rX "$WWW"
+
+scenario_path() {
+  case "$1" in
+    static-1k) echo /1k.bin ;;
+    static-1m) echo /1m.bin ;;
+    *) return 1 ;;
+  esac
+}
+
+# --- starting and stopping servers -------------------------------------------------------
+wait_port() {
+  local port=$1 i
+  for i in $(seq 1 100); do
+    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then return 0; fi
+    sleep 0.05
+  done
+  return 1
+}
+
+stop_server() {
+  local p
+  for p in "${SERVER_PIDS[@]:-}"; do
+    [ -n "$p" ] && kill -TERM "$p" 2>/dev/null || true
+  done
+  for p in "${SERVER_PIDS[@]:-}"; do
+    [ -n "$p" ] && wait "$p" 2>/dev/null || true
+  done
+  SERVER_PIDS=()
+}
+
+# All the processes of a server: the one we started and its children (nginx's workers).
+server_pids() {
+  local p
+  for p in "${SERVER_PIDS[@]}"; do
+    echo "$p"
+    pgrep -P "$p" || true
+  done
+}
+
+start_gatehouse() { # binary runtime extra-toml
+  local bin=$1 runtime=$2 extra=$3 conf="$WORK/gatehouse.toml"
+  {
+    echo "root = \"$WWW\""
+    echo "listen = \"127.0.0.1:$PORT_GH\""
+    echo "admin_listen = \"127.0.0.1:$ADMIN_GH\""
+    echo "log_level = \"warn\""
+    [ -n "$runtime" ] && echo "runtime = \"$runtime\""
+    [ -n "$extra" ] && printf '%b\n' "$extra"
+  } > "$conf"
+  # A clean environment: GATEHOUSE_BASE and friends must not reach figment's GATEHOUSE_* keys.
+  env -i PATH="$PATH" HOME="$HOME" "$bin" --config "$conf" 2>> "$WORK/gatehouse.log" &
+  SERVER_PIDS=($!)
+  wait_port "$PORT_GH"
+}
+
+start_nginx() {
+  local conf="$WORK/nginx.conf"
+  mkdir -p "$WORK/nginx"
+  local user_line=""
+  [ "$(id -u)" = 0 ] && user_line="user root;"
+  cat > "$conf" <<EOF
+$user_line
+worker_processes 2;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  keepalive_timeout 65;
+  keepalive_requests 100000000;
+  open_file_cache max=10000 inactive=60s;
+  open_file_cache_valid 1s;
+  open_file_cache_errors on;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  fastcgi_temp_path $WORK/nginx/fastcgi;
+  uwsgi_temp_path $WORK/nginx/uwsgi;
+  scgi_temp_path $WORK/nginx/scgi;
+  default_type application/octet-stream;
+  server {
+    listen 127.0.0.1:$PORT_NGINX;
+    root $WWW;
+  }
+}
+EOF
+  "$NGINX" -c "$conf" -e "$WORK/nginx/error.log" 2>> "$WORK/nginx.log" &
+  SERVER_PIDS=($!)
+  wait_port "$PORT_NGINX"
+}
+
+start_caddy() {
+  local conf="$WORK/Caddyfile"
+  mkdir -p "$WORK/caddy"
+  cat > "$conf" <<EOF
+{
+  admin off
+  auto_https off
+  persist_config off
+}
+http://127.0.0.1:$PORT_CADDY {
+  root * $WWW
+  file_server
+}
+EOF
+  XDG_DATA_HOME="$WORK/caddy" XDG_CONFIG_HOME="$WORK/caddy" HOME="$WORK/caddy" \
+    "$CADDY" run --config "$conf" --adapter caddyfile >> "$WORK/caddy.log" 2>&1 &
+  SERVER_PIDS=($!)
+  wait_port "$PORT_CADDY"
+}
+
+# --- measuring ---------------------------------------------------------------------------
+cpu_ticks() { # sum of utime+stime over the server's processes
+  local total=0 p f
+  for p in $(server_pids); do
+    f=$(cut -d')' -f2- "/proc/$p/stat" 2>/dev/null) || continue
+    set -- $f
+    total=$((total + ${12} + ${13}))
+  done
+  echo "$total"
+}
+
+peak_rss_kib() { # sum of each process's peak RSS
+  local total=0 p v
+  for p in $(server_pids); do
+    v=$(awk '/^VmHWM:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
+    total=$((total + ${v:-0}))
+  done
+  echo "$total"
+}
+
+check_body() { # port path expected-file
+  local got="$WORK/check.body"
+  if ! curl -s --compressed -o "$got" "http://127.0.0.1:$1$2"; then return 1; fi
+  cmp -s "$got" "$3"
+}
+
+measure() { # scenario server port
+  local scenario=$1 server=$2 port=$3 path expected url
+  path=$(scenario_path "$scenario")
+  expected="$WWW${path}"
+  url="http://127.0.0.1:$port$path"
+  if ! check_body "$port" "$path" "$expected"; then
+    say "  $server: the response to $path is not the file; not measured"
+    return 0
+  fi
+  "$OHA" -z "$WARMUP" -c "$CONNECTIONS" --no-tui --disable-compression -w "$url" > /dev/null 2>&1 || true
+  local hz t0 t1
+  hz=$(getconf CLK_TCK)
+  t0=$(cpu_ticks)
+  "$OHA" -z "$DURATION" -c "$CONNECTIONS" --no-tui --disable-compression -w \
+    --output-format json "$url" > "$WORK/oha.json" 2> "$WORK/oha.err" || true
+  t1=$(cpu_ticks)
+  local rss
+  rss=$(peak_rss_kib)
+  python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
+    "$(stat -c %s "$expected")" >> "$ROWS" <<'PY'
+import json, sys
+path, scenario, server, ticks, hz, rss_kib, size = sys.argv[1:]
+ticks, hz, rss_kib, size = int(ticks), int(hz), int(rss_kib), int(size)
+try:
+    d = json.load(open(path))
+except Exception as e:
+    print(json.dumps({"scenario": scenario, "server": server, "rps": 0, "p50_ms": None,
+                      "p99_ms": None, "cpu_us_per_req": None, "rss_mib": None,
+                      "requests": 0, "errors": None, "note": f"oha output unreadable: {e}"}))
+    sys.exit(0)
+codes = {int(k): v for k, v in (d.get("statusCodeDistribution") or {}).items()}
+ok = codes.get(200, 0)
+requests = sum(codes.values())
+errors = requests - ok + sum((d.get("errorDistribution") or {}).values())
+# Any 200 whose body was not the file's length shows in the byte total.
+total = d["summary"].get("totalData") or 0
+if ok and total != ok * size:
+    errors += max(1, abs(total - ok * size) // max(size, 1))
+lat = d.get("latencyPercentiles") or {}
+ms = lambda v: round(v * 1000, 3) if v is not None else None
+row = {
+    "scenario": scenario,
+    "server": server,
+    "rps": round(d["summary"].get("requestsPerSec") or 0, 1),
+    "p50_ms": ms(lat.get("p50")),
+    "p99_ms": ms(lat.get("p99")),
+    "cpu_us_per_req": round(ticks / hz * 1e6 / requests, 2) if requests else None,
+    "rss_mib": round(rss_kib / 1024, 1),
+    "requests": requests,
+    "errors": errors,
+}
+print(json.dumps(row))
+PY
+  tail -n1 "$ROWS" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("  %-15s %9s req/s  p50 %s ms  p99 %s ms  cpu %s us/req  rss %s MiB  errors %s" % (r["server"], r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_us_per_req"], r["rss_mib"], r["errors"]))' >&2
+}
+
+run_server() { # scenario server
+  local scenario=$1 server=$2
+  case "$server" in
+    gatehouse)
+      start_gatehouse "$GATEHOUSE" "$RUNTIME" "$GATEHOUSE_TOML" || { say "  gatehouse did not start"; stop_server; return 0; }
+      measure "$scenario" gatehouse "$PORT_GH" ;;
+    gatehouse-base)
+      start_gatehouse "$GATEHOUSE_BASE" "$BASE_RUNTIME" "$BASE_TOML" || { say "  gatehouse-base did not start"; stop_server; return 0; }
+      measure "$scenario" gatehouse-base "$PORT_GH" ;;
+    nginx)
+      start_nginx || { say "  nginx did not start"; stop_server; return 0; }
+      measure "$scenario" nginx "$PORT_NGINX" ;;
+    caddy)
+      start_caddy || { say "  caddy did not start"; stop_server; return 0; }
+      measure "$scenario" caddy "$PORT_CADDY" ;;
+  esac
+  stop_server
+}
+
+SERVERS=(gatehouse)
+if [ -n "$GATEHOUSE_BASE" ] || [ -n "$BASE_RUNTIME" ] || [ -n "$BASE_TOML" ]; then
+  GATEHOUSE_BASE=${GATEHOUSE_BASE:-$GATEHOUSE}
+  SERVERS+=(gatehouse-base)
+fi
+if [ -n "$NGINX" ] && [ -x "$(command -v "$NGINX")" ]; then SERVERS+=(nginx); else say "nginx not found: skipped"; fi
+if [ -n "$CADDY" ] && [ -x "$(command -v "$CADDY")" ]; then SERVERS+=(caddy); else say "caddy not found: skipped"; fi
+
+say "gatehouse bench: $DURATION at $CONNECTIONS connections (warm-up $WARMUP), $(nproc) CPUs"
+IFS=',' read -r -a SCEN <<< "$SCENARIOS"
+for scenario in "${SCEN[@]}"; do
+  if ! scenario_path "$scenario" > /dev/null; then
+    say "unknown scenario: $scenario"
+    exit 2
+  fi
+  say "$scenario"
+  for server in "${SERVERS[@]}"; do
+    run_server "$scenario" "$server"
+  done
+done
+
+python3 - "$ROWS" "$OUT_DIR" "$DURATION" "$CONNECTIONS" <<'PY'
+import json, sys, os, platform
+rows_path, out, duration, conns = sys.argv[1:]
+rows = [json.loads(l) for l in open(rows_path) if l.strip()]
+keys = ["scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "rss_mib", "requests", "errors"]
+json.dump([{k: r.get(k) for k in keys} for r in rows], open(os.path.join(out, "bench-results.json"), "w"), indent=2)
+nginx = {r["scenario"]: r for r in rows if r["server"] == "nginx"}
+lines = [
+    f"Load: oha, HTTP/1.1 keep-alive, {conns} connections, {duration} per scenario after a warm-up; "
+    f"{os.cpu_count()} CPUs, load generator on the same machine.",
+    "",
+    "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | vs nginx | peak RSS MiB | requests | errors |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+]
+for r in rows:
+    n = nginx.get(r["scenario"])
+    ratio = ""
+    if n and n.get("cpu_us_per_req") and r.get("cpu_us_per_req") is not None:
+        ratio = f"{r['cpu_us_per_req'] / n['cpu_us_per_req']:.2f}×"
+    lines.append(
+        f"| {r['scenario']} | {r['server']} | {r['rps']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
+        f"{r['cpu_us_per_req']} | {ratio} | {r['rss_mib']} | {r['requests']:,} | {r['errors']} |"
+    )
+open(os.path.join(out, "bench-results.md"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
