@@ -151,7 +151,6 @@ start_caddy() {
 {
   admin off
   auto_https off
-  persist_config off
 }
 http://127.0.0.1:$PORT_CADDY {
   root * $WWW

@@ -2,7 +2,10 @@
 //! per request than nginx. The binary is a thin shell over this library:
 //! configuration → [`router::build`] → [`server::start`].
 
+pub use router::GatewayRouter;
+
 pub mod admin;
+pub mod body;
 pub mod router;
 pub mod server;
 pub mod static_files;

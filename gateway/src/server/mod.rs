@@ -7,10 +7,9 @@ mod conn;
 pub mod listener;
 
 use crate::admin;
-use axum::Router;
+use crate::router::GatewayRouter as Router;
 use gatehouse_config::{Config, RuntimeMode};
 use hyper::server::conn::http1;
-use hyper_util::service::TowerToHyperService;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -325,7 +324,7 @@ async fn serve_connection(
         keep_alive: settings.keep_alive,
         header_read: settings.header_read,
     });
-    let conn = builder.serve_connection(io, TowerToHyperService::new(router));
+    let conn = builder.serve_connection(io, router);
     tokio::pin!(conn);
     if *shutdown.borrow() {
         conn.as_mut().graceful_shutdown();

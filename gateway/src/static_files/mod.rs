@@ -11,11 +11,12 @@
 //! [`OpenFileCacheLayer`]: gatehouse_layers::open_file_cache::OpenFileCacheLayer
 
 mod body;
+pub use body::FileBody;
 pub mod conditional;
 pub mod range;
 
-use axum::body::Body;
-use body::{FileBody, Segment};
+use crate::body::GateBody as Body;
+use body::Segment;
 use bytes::Bytes;
 use conditional::Precondition;
 use gatehouse_layers::open_file_cache::{FileCache, FileEntry, Resolved, Resolver};
@@ -225,13 +226,13 @@ impl StaticFiles {
         let body = if head {
             Body::empty()
         } else if let Some(b) = &entry.body {
-            Body::from(b.clone())
+            Body::Full(Some(b.clone()))
         } else {
             let segs = VecDeque::from([Segment::File {
                 offset: 0,
                 len: entry.len,
             }]);
-            Body::new(FileBody::new(entry.file.clone(), segs))
+            Body::File(FileBody::new(entry.file.clone(), segs))
         };
         let mut res = Response::new(body);
         *res.status_mut() = status;
@@ -267,7 +268,7 @@ impl StaticFiles {
         let mut res;
         if let [r] = ranges.as_slice() {
             segs.push_back(extent(r));
-            res = Response::new(Body::new(FileBody::new(entry.file.clone(), segs)));
+            res = Response::new(Body::File(FileBody::new(entry.file.clone(), segs)));
             let h = res.headers_mut();
             h.insert(CONTENT_TYPE, entry.content_type.clone());
             h.insert(CONTENT_LENGTH, HeaderValue::from(r.end - r.start));
@@ -297,7 +298,7 @@ impl StaticFiles {
             let tail = format!("\r\n--{boundary}--\r\n");
             total += tail.len() as u64;
             segs.push_back(Segment::Bytes(Bytes::from(tail)));
-            res = Response::new(Body::new(FileBody::new(entry.file.clone(), segs)));
+            res = Response::new(Body::File(FileBody::new(entry.file.clone(), segs)));
             let h = res.headers_mut();
             let ct = format!("multipart/byteranges; boundary={boundary}");
             if let Ok(v) = HeaderValue::from_str(&ct) {
@@ -350,7 +351,7 @@ fn add_slash(parts: &http::request::Parts) -> Response<Body> {
 }
 
 pub(crate) fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
-    let mut res = Response::new(Body::from(text));
+    let mut res = Response::new(Body::full(Bytes::from_static(text.as_bytes())));
     *res.status_mut() = status;
     res.headers_mut().insert(
         CONTENT_TYPE,

@@ -1,0 +1,72 @@
+//! The response body every route produces: one enum, so that the common cases (a body in
+//! memory, an empty one, a file stream) need no boxing, and anything else still fits.
+
+use crate::static_files::FileBody;
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub enum GateBody {
+    Empty,
+    Full(Option<Bytes>),
+    File(FileBody),
+    Boxed(axum::body::Body),
+}
+
+impl GateBody {
+    pub fn empty() -> Self {
+        GateBody::Empty
+    }
+
+    pub fn full(b: impl Into<Bytes>) -> Self {
+        GateBody::Full(Some(b.into()))
+    }
+}
+
+impl From<axum::body::Body> for GateBody {
+    fn from(b: axum::body::Body) -> Self {
+        GateBody::Boxed(b)
+    }
+}
+
+impl Body for GateBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            GateBody::Empty => Poll::Ready(None),
+            GateBody::Full(b) => Poll::Ready(
+                b.take()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| Ok(Frame::data(b))),
+            ),
+            GateBody::File(f) => Pin::new(f).poll_frame(cx).map_err(Into::into),
+            GateBody::Boxed(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            GateBody::Empty => true,
+            GateBody::Full(b) => b.as_ref().is_none_or(|b| b.is_empty()),
+            GateBody::File(f) => f.is_end_stream(),
+            GateBody::Boxed(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            GateBody::Empty => SizeHint::with_exact(0),
+            GateBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            GateBody::File(f) => f.size_hint(),
+            GateBody::Boxed(b) => b.size_hint(),
+        }
+    }
+}
