@@ -60,6 +60,11 @@ pub(crate) fn describe_source(
     match meta {
         Some(m) => match &m.source {
             Some(src) => src.to_string(),
+            // Name the exact variable rather than figment's "`GATEHOUSE_` environment variable(s)".
+            None if m.name.contains("environment") => format!(
+                "environment variable GATEHOUSE_{}",
+                key.to_ascii_uppercase().replace('.', "__")
+            ),
             None => m.name.to_string(),
         },
         None => "default".into(),

@@ -12,9 +12,11 @@
 //!
 //! ```
 //! use gatehouse_config::Loader;
+//! let root = std::env::temp_dir();
 //! let config = Loader::new()
 //!     .no_default_file()
-//!     .toml_str("root = \"/srv/www\"\nlisten = \"127.0.0.1:8080\"")
+//!     .no_env()
+//!     .toml_str(format!("root = {:?}\nlisten = \"127.0.0.1:8080\"", root.display().to_string()))
 //!     .load()
 //!     .unwrap();
 //! assert_eq!(config.routes.len(), 1); // with no [[routes]], one static route serves `root`

@@ -105,18 +105,14 @@ impl Timer for ConnTimer {
 
 impl ConnTimer {
     fn head_sleep(&self) -> Pin<Box<dyn Sleep>> {
-        // A byte already buffered counts: the head has begun.
-        let started = self.activity.got_bytes.swap(false, Ordering::Relaxed);
-        let (deadline, reading) = if started {
-            (Instant::now() + self.header_read, true)
-        } else {
-            (Instant::now() + self.keep_alive, false)
-        };
+        // The flag may still be set by the bytes of the previous head, which hyper parsed
+        // without polling this timer: start idle, and count only bytes from now on.
+        self.activity.got_bytes.store(false, Ordering::Relaxed);
         Box::pin(HeadSleep {
-            sleep: tokio::time::sleep_until(deadline.into()),
+            sleep: tokio::time::sleep_until((Instant::now() + self.keep_alive).into()),
             activity: self.activity.clone(),
             header_read: self.header_read,
-            reading,
+            reading: false,
         })
     }
 }

@@ -93,6 +93,7 @@ fn digits(s: &str) -> Option<u64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 

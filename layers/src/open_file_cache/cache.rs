@@ -82,7 +82,13 @@ impl FileCache {
         let max_entries = opts.max_entries.max(1);
         let budget = opts.max_bytes.max(1);
         let floor = (budget / max_entries as u64).max(1);
-        let shards = if max_entries < 64 { 1 } else { 16 };
+        // Each shard holds an equal part of the budget and refuses an item heavier than its
+        // part, so shards must stay large enough for the largest inline body.
+        let largest = (resolver.inline_max_bytes() + 4096).max(floor);
+        let mut shards = 16usize;
+        while shards > 1 && (budget / (shards as u64) < largest * 4 || max_entries / shards < 8) {
+            shards /= 2;
+        }
         let options = quick_cache::OptionsBuilder::new()
             .estimated_items_capacity(max_entries)
             .weight_capacity(budget)

@@ -74,6 +74,11 @@ impl Resolver {
         self.edit(|i| i.inline_max = bytes)
     }
 
+    /// The inline limit set by [`inline_max`](Self::inline_max).
+    pub fn inline_max_bytes(&self) -> u64 {
+        self.inner.inline_max
+    }
+
     pub fn root(&self) -> &Path {
         &self.inner.root
     }

@@ -1,0 +1,88 @@
+use gatehouse_config::{Loader, RuntimeMode};
+
+fn load(toml: &str) -> Result<gatehouse_config::Config, gatehouse_config::ConfigErrors> {
+    let root = std::env::temp_dir().display().to_string();
+    Loader::new()
+        .no_default_file()
+        .no_env()
+        .toml_str(format!("root = {root:?}\n{toml}"))
+        .load()
+}
+
+#[test]
+fn defaults_give_one_static_route_over_root() {
+    let c = load("").unwrap();
+    assert_eq!(c.routes.len(), 1);
+    assert_eq!(c.routes[0].name(), "route0");
+    assert_eq!(c.routes[0].path, "/");
+    assert_eq!(c.runtime, RuntimeMode::PerCore);
+    let st = c.routes[0].static_files.as_ref().unwrap();
+    assert_eq!(st.root.as_deref(), Some(std::env::temp_dir().as_path()));
+    assert!(st.open_file_cache.strict && st.hide_dotfiles);
+}
+
+#[test]
+fn listen_takes_one_address_or_a_list() {
+    assert_eq!(load("listen = \"127.0.0.1:1\"").unwrap().listen.len(), 1);
+    assert_eq!(
+        load("listen = [\"127.0.0.1:1\", \"[::1]:2\"]")
+            .unwrap()
+            .listen
+            .len(),
+        2
+    );
+    let e = load("listen = \"localhost\"").unwrap_err().to_string();
+    assert!(e.contains("listen") && e.contains("localhost"), "{e}");
+}
+
+#[test]
+fn cli_overrides_beat_the_file() {
+    let root = std::env::temp_dir().display().to_string();
+    let c = Loader::new()
+        .no_default_file()
+        .no_env()
+        .toml_str(format!("root = {root:?}\nlisten = \"127.0.0.1:1\"\n"))
+        .cli("listen", "127.0.0.1:2")
+        .load()
+        .unwrap();
+    assert_eq!(c.listen[0].port(), 2);
+}
+
+#[test]
+fn route_checks() {
+    let e = load(
+        "[[routes]]\nname = \"x\"\n[routes.static]\n[[routes]]\nname = \"x\"\n[routes.static]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("routes.1.name") && e.contains("already named"),
+        "{e}"
+    );
+    let e = load("[[routes]]\nhosts = [\"a.*.com\"]\n[routes.static]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("routes.0.hosts.0") && e.contains("wildcard"),
+        "{e}"
+    );
+    let e = load("[[routes]]\npath = \"/a/../b\"\n[routes.static]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("routes.0.path"), "{e}");
+    let c = load("[[routes]]\npath = \"/assets/\"\nhosts = \"Example.COM\"\n[routes.static]\n")
+        .unwrap();
+    assert_eq!(c.routes[0].path, "/assets");
+    assert_eq!(c.routes[0].hosts, vec!["example.com"]);
+}
+
+#[test]
+fn durations_are_human_readable() {
+    let c = load("[timeouts]\nkeep_alive = \"1m 30s\"\nheader_read = \"250ms\"\n").unwrap();
+    assert_eq!(c.timeouts.keep_alive.as_secs(), 90);
+    assert_eq!(c.timeouts.header_read.as_millis(), 250);
+    let e = load("[timeouts]\nkeep_alive = \"soon\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("timeouts.keep_alive"), "{e}");
+}

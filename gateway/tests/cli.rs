@@ -1,0 +1,309 @@
+//! The binary: configuration sources and their precedence, unknown keys, `check`, serving a
+//! directory with no config file, bind failures and signals.
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    // Only what a test sets reaches the process's GATEHOUSE_* variables.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GATEHOUSE_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+fn site() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/site")
+        .display()
+        .to_string()
+}
+
+fn check(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let mut c = bin();
+    c.current_dir(dir).arg("check").args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run gatehouse check");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn value<'a>(toml: &'a str, key: &str) -> Option<&'a str> {
+    toml.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} = ")))
+}
+
+#[test]
+fn sources_override_in_order_defaults_file_env_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = site();
+    // Defaults only (and the site root, which must exist).
+    let (ok, out, err) = check(dir.path(), &["--root", &site], &[]);
+    assert!(ok, "{err}");
+    assert_eq!(value(&out, "listen"), Some("[\"127.0.0.1:8080\"]"));
+    assert_eq!(value(&out, "admin_listen"), Some("\"127.0.0.1:9090\""));
+
+    // The file beats the defaults.
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        format!("root = {site:?}\nlisten = \"127.0.0.1:1001\"\nadmin_listen = \"127.0.0.1:2001\"\nworkers = 3\n"),
+    )
+    .unwrap();
+    let (ok, out, err) = check(dir.path(), &[], &[]);
+    assert!(ok, "{err}");
+    assert_eq!(value(&out, "listen"), Some("[\"127.0.0.1:1001\"]"));
+    assert_eq!(value(&out, "workers"), Some("3"));
+
+    // The environment beats the file, with __ for nesting.
+    let env = [
+        ("GATEHOUSE_LISTEN", "127.0.0.1:1002"),
+        ("GATEHOUSE_TIMEOUTS__KEEP_ALIVE", "7s"),
+    ];
+    let (ok, out, err) = check(dir.path(), &[], &env);
+    assert!(ok, "{err}");
+    assert_eq!(value(&out, "listen"), Some("[\"127.0.0.1:1002\"]"));
+    assert_eq!(value(&out, "keep_alive"), Some("\"7s\""));
+    assert_eq!(
+        value(&out, "admin_listen"),
+        Some("\"127.0.0.1:2001\""),
+        "the file still counts"
+    );
+
+    // The flags beat the environment.
+    let (ok, out, err) = check(
+        dir.path(),
+        &[
+            "--listen",
+            "127.0.0.1:1003",
+            "--admin-listen",
+            "127.0.0.1:2003",
+        ],
+        &env,
+    );
+    assert!(ok, "{err}");
+    assert_eq!(value(&out, "listen"), Some("[\"127.0.0.1:1003\"]"));
+    assert_eq!(value(&out, "admin_listen"), Some("\"127.0.0.1:2003\""));
+
+    // --config names another file, which replaces ./gatehouse.toml.
+    std::fs::write(
+        dir.path().join("other.toml"),
+        format!("root = {site:?}\nworkers = 5\n"),
+    )
+    .unwrap();
+    let (ok, out, _) = check(dir.path(), &["--config", "other.toml"], &[]);
+    assert!(ok);
+    assert_eq!(value(&out, "workers"), Some("5"));
+    assert_eq!(value(&out, "listen"), Some("[\"127.0.0.1:8080\"]"));
+}
+
+#[test]
+fn unknown_keys_and_bad_values_are_named_with_their_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = site();
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        format!("root = {site:?}\nlisen = \"127.0.0.1:1\"\n"),
+    )
+    .unwrap();
+    let (ok, _, err) = check(dir.path(), &[], &[]);
+    assert!(!ok);
+    assert!(err.contains("lisen"), "{err}");
+    assert!(err.contains("unknown field"), "{err}");
+    assert!(err.contains("gatehouse.toml"), "names the file: {err}");
+
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        format!("root = {site:?}\n[[routes]]\npath = \"/x\"\n[routes.static]\nopen_file_cache = {{ strictt = true }}\n"),
+    )
+    .unwrap();
+    let (ok, _, err) = check(dir.path(), &[], &[]);
+    assert!(!ok);
+    assert!(
+        err.contains("routes.0.static.open_file_cache") && err.contains("strictt"),
+        "{err}"
+    );
+
+    let (ok, _, err) = check(dir.path(), &["--config", "/nonexistent.toml"], &[]);
+    assert!(!ok);
+    assert!(err.contains("--config"), "{err}");
+
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        format!("root = {site:?}\n"),
+    )
+    .unwrap();
+    let (ok, _, err) = check(dir.path(), &[], &[("GATEHOUSE_LISTEN", "not-an-address")]);
+    assert!(!ok);
+    assert!(
+        err.contains("listen")
+            && err.contains("not-an-address")
+            && err.contains("GATEHOUSE_LISTEN"),
+        "{err}"
+    );
+
+    let (ok, _, err) = check(dir.path(), &[], &[("GATEHOUSE_RUNTIME", "turbo")]);
+    assert!(!ok);
+    assert!(err.contains("runtime") && err.contains("turbo"), "{err}");
+}
+
+#[test]
+fn validation_reports_every_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        "root = \"/no/such/dir\"\n[limits]\nmax_header_bytes = 10\n\
+         [[routes]]\nname = \"a\"\npath = \"nope\"\nhosts = [\"bad host\"]\n[routes.static]\n\
+         [[routes]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = check(dir.path(), &[], &[]);
+    assert!(!ok);
+    for needle in [
+        "limits.max_header_bytes",
+        "routes.0.path",
+        "routes.0.hosts.0",
+        "root: /no/such/dir is not a directory",
+        "routes.1.name",
+        "routes.1: the route mounts no service",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+    assert!(err.lines().count() >= 6, "{err}");
+}
+
+#[test]
+fn help_and_version() {
+    let out = bin().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(env!("CARGO_PKG_VERSION")));
+    let out = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--config", "--root", "--listen", "--admin-listen", "check"] {
+        assert!(help.contains(flag), "{flag} in help:\n{help}");
+    }
+}
+
+/// Starts the binary and waits for its "listening on" line; returns the child and address.
+fn spawn(args: &[&str]) -> (std::process::Child, String) {
+    let mut child = bin()
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap().to_string();
+                return (child, addr);
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("gatehouse did not report its address");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn serves_a_directory_with_no_config_and_stops_cleanly_on_sigterm() {
+    let port = free_port();
+    let admin = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let admin_listen = format!("127.0.0.1:{admin}");
+    let (mut child, addr) = spawn(&[
+        "--root",
+        &site(),
+        "--listen",
+        &listen,
+        "--admin-listen",
+        &admin_listen,
+    ]);
+    assert_eq!(addr, listen);
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    use std::io::Write;
+    s.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(out.ends_with("hello, world\n"));
+
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_bind_failure_is_one_clear_line_and_a_non_zero_exit() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let admin = format!("127.0.0.1:{}", free_port());
+    let out = bin()
+        .args([
+            "--root",
+            &site(),
+            "--listen",
+            &addr,
+            "--admin-listen",
+            &admin,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(&addr) && lines[0].contains("in use"),
+        "{err}"
+    );
+
+    // An address that can't be assigned.
+    let out = bin()
+        .args([
+            "--root",
+            &site(),
+            "--listen",
+            "192.0.2.1:80",
+            "--admin-listen",
+            &admin,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("192.0.2.1:80"));
+}

@@ -1,0 +1,247 @@
+//! Shared by the integration tests: a server on an ephemeral port over a copy of the
+//! fixture site, and a raw HTTP/1.1 client that sends exactly the bytes a test gives it.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub root: PathBuf,
+    handle: Option<gatehouse::Handle>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestServer {
+    /// Serves a fresh copy of `tests/fixtures/site` with the given extra TOML.
+    pub fn site(extra_toml: &str) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("site");
+        copy_dir(&fixtures().join("site"), &root);
+        // git can't hold a .git directory inside the repo, so the hidden-file cases are made here.
+        std::fs::create_dir_all(root.join(".git")).expect("mkdir .git");
+        std::fs::write(root.join(".git/config"), "[core]\n").expect("write .git/config");
+        let mut s = TestServer::start(&root, extra_toml);
+        s._dir = Some(dir);
+        s
+    }
+
+    /// Serves `root` (with a top-level `root = ...` and ephemeral listeners) plus `extra_toml`.
+    pub fn start(root: &Path, extra_toml: &str) -> TestServer {
+        let toml = format!(
+            "root = {root:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n{workers}{extra_toml}",
+            root = root.display().to_string(),
+            workers = if extra_toml.contains("workers") { "" } else { "workers = 1\n" },
+        );
+        let config = gatehouse_config::Loader::new()
+            .no_default_file()
+            .no_env()
+            .toml_str(toml)
+            .load()
+            .unwrap_or_else(|e| panic!("config: {e}"));
+        let router = gatehouse::router::build(&config).expect("router");
+        let handle = gatehouse::start(&config, router).expect("start");
+        TestServer {
+            addr: handle.addrs()[0],
+            admin: handle.admin_addr(),
+            root: root.to_path_buf(),
+            handle: Some(handle),
+            _dir: None,
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        send(
+            self.addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n"),
+        )
+    }
+
+    pub fn get_with(&self, path: &str, headers: &str) -> Resp {
+        send(
+            self.addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: test\r\n{headers}\r\n"),
+        )
+    }
+
+    pub fn head(&self, path: &str) -> Resp {
+        send(
+            self.addr,
+            &format!("HEAD {path} HTTP/1.1\r\nHost: test\r\n\r\n"),
+        )
+    }
+
+    pub fn handle(&self) -> &gatehouse::Handle {
+        self.handle.as_ref().expect("running")
+    }
+
+    /// Drains and stops; returns whether every connection finished within the drain timeout.
+    pub fn shutdown(mut self) -> bool {
+        self.handle.take().map(|h| h.shutdown()).unwrap_or(true)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown();
+        }
+    }
+}
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let dest = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).expect("copy");
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One request on a new connection.
+pub fn send(addr: SocketAddr, raw: &str) -> Resp {
+    let mut c = Conn::open(addr);
+    c.send(raw.as_bytes());
+    let head_req = raw.starts_with("HEAD ");
+    c.read_response(head_req).expect("a response")
+}
+
+/// A connection kept open across requests.
+pub struct Conn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub fn open(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Conn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Conn {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Conn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    pub fn request(&mut self, raw: &str) -> Resp {
+        self.send(raw.as_bytes());
+        self.read_response(raw.starts_with("HEAD "))
+            .expect("a response")
+    }
+
+    fn fill(&mut self) -> std::io::Result<bool> {
+        let mut chunk = [0u8; 64 * 1024];
+        let n = self.stream.read(&mut chunk)?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n > 0)
+    }
+
+    /// Reads one response; `None` if the server closed the connection first.
+    pub fn read_response(&mut self, head_req: bool) -> Option<Resp> {
+        let head_end = loop {
+            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+                break i;
+            }
+            if !self.fill().ok()? {
+                return None;
+            }
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
+        self.buf.drain(..head_end + 4);
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next()?;
+        let status: u16 = status_line.split(' ').nth(1)?.parse().ok()?;
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        let mut resp = Resp {
+            status,
+            headers,
+            body: Vec::new(),
+        };
+        if head_req || status == 304 || status == 204 || status < 200 {
+            return Some(resp);
+        }
+        if let Some(len) = resp.header("content-length") {
+            let len: usize = len.parse().ok()?;
+            while self.buf.len() < len {
+                if !self.fill().ok()? {
+                    // Truncated: return what came.
+                    break;
+                }
+            }
+            let n = len.min(self.buf.len());
+            resp.body = self.buf.drain(..n).collect();
+        } else {
+            while self.fill().unwrap_or(false) {}
+            resp.body = std::mem::take(&mut self.buf);
+        }
+        Some(resp)
+    }
+
+    /// True if the server closes the connection within `wait` (EOF or reset); false if it
+    /// is still open when `wait` runs out.
+    pub fn closed_within(&mut self, wait: Duration) -> bool {
+        self.stream.set_read_timeout(Some(wait)).expect("timeout");
+        let mut b = [0u8; 1024];
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}

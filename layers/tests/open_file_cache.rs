@@ -1,0 +1,160 @@
+//! The open-file cache as a library: bounds, single-flight loads, validity, and the layer
+//! mounted over a plain axum handler.
+use axum::{extract::Extension, routing::get, Router};
+use gatehouse_layers::open_file_cache::{
+    CacheOptions, FileCache, OpenFileCacheLayer, Resolved, Resolver,
+};
+use http_body_util::BodyExt;
+use std::time::Duration;
+use tower::ServiceExt;
+
+fn dir_with(files: &[(&str, usize)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (name, size) in files {
+        std::fs::write(d.path().join(name), vec![b'x'; *size]).unwrap();
+    }
+    d
+}
+
+#[tokio::test]
+async fn the_byte_budget_is_respected_and_eviction_works() {
+    let names: Vec<String> = (0..50).map(|i| format!("f{i}.bin")).collect();
+    let files: Vec<(&str, usize)> = names.iter().map(|n| (n.as_str(), 10_000)).collect();
+    let d = dir_with(&files);
+    let cache = FileCache::new(
+        Resolver::new(d.path()).unwrap(),
+        CacheOptions {
+            max_entries: 1000,
+            max_bytes: 100_000,
+            ..CacheOptions::default()
+        },
+    );
+    for n in &names {
+        match cache.get(&format!("/{n}")).await {
+            Resolved::File(f) => assert_eq!(f.body.as_ref().unwrap().len(), 10_000),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            cache.weight() <= 100_000,
+            "weight {} over budget",
+            cache.weight()
+        );
+    }
+    assert!(cache.len() < 50, "entries were evicted: {}", cache.len());
+    assert!(cache.len() >= 5, "but the budget is used: {}", cache.len());
+}
+
+#[tokio::test]
+async fn the_entry_count_is_bounded() {
+    let names: Vec<String> = (0..200).map(|i| format!("s{i}.txt")).collect();
+    let files: Vec<(&str, usize)> = names.iter().map(|n| (n.as_str(), 10)).collect();
+    let d = dir_with(&files);
+    let cache = FileCache::new(
+        Resolver::new(d.path()).unwrap(),
+        CacheOptions {
+            max_entries: 20,
+            max_bytes: 1 << 30,
+            ..CacheOptions::default()
+        },
+    );
+    for n in &names {
+        cache.get(&format!("/{n}")).await;
+        assert!(cache.len() <= 20, "{} entries", cache.len());
+    }
+    // Not-found answers count against the same bound.
+    for i in 0..100 {
+        assert!(matches!(
+            cache.get(&format!("/missing{i}")).await,
+            Resolved::NotFound
+        ));
+    }
+    assert!(cache.len() <= 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_misses_resolve_once() {
+    let d = dir_with(&[("one.txt", 100)]);
+    let cache = FileCache::new(Resolver::new(d.path()).unwrap(), CacheOptions::default());
+    let tasks: Vec<_> = (0..100)
+        .map(|_| {
+            let c = cache.clone();
+            tokio::spawn(async move { matches!(c.get("/one.txt").await, Resolved::File(_)) })
+        })
+        .collect();
+    for t in tasks {
+        assert!(t.await.unwrap());
+    }
+    assert_eq!(
+        cache.loads(),
+        1,
+        "one resolution for 100 concurrent requests"
+    );
+    // Hits don't load again.
+    cache.get("/one.txt").await;
+    assert_eq!(cache.loads(), 1);
+}
+
+#[tokio::test]
+async fn strict_and_relaxed_validity() {
+    let d = dir_with(&[("v.txt", 3)]);
+    let strict = FileCache::new(Resolver::new(d.path()).unwrap(), CacheOptions::default());
+    let relaxed = FileCache::new(
+        Resolver::new(d.path()).unwrap(),
+        CacheOptions {
+            strict: false,
+            valid: Duration::from_millis(300),
+            ..CacheOptions::default()
+        },
+    );
+    strict.get("/v.txt").await;
+    relaxed.get("/v.txt").await;
+    std::fs::write(d.path().join("v.txt"), b"12345").unwrap();
+    let len = |r: Resolved| match r {
+        Resolved::File(f) => f.len,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(len(strict.get("/v.txt").await), 5);
+    assert_eq!(len(relaxed.get("/v.txt").await), 3);
+    assert!(relaxed.lookup("/v.txt").is_some(), "a hit within valid");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        relaxed.lookup("/v.txt").is_none(),
+        "a stale entry is dropped"
+    );
+    assert_eq!(len(relaxed.get("/v.txt").await), 5);
+}
+
+#[tokio::test]
+async fn the_layer_over_a_plain_axum_handler() {
+    let d = dir_with(&[("page.html", 42)]);
+    let cache = FileCache::new(Resolver::new(d.path()).unwrap(), CacheOptions::default());
+    async fn describe(Extension(found): Extension<Resolved>) -> String {
+        match found {
+            Resolved::File(f) => format!("{} {}", f.len, f.content_type.to_str().unwrap()),
+            Resolved::NotFound => "missing".into(),
+            Resolved::AddSlash => "add slash".into(),
+            other => format!("{other:?}"),
+        }
+    }
+    let app: Router = Router::new()
+        .fallback(get(describe))
+        .layer(OpenFileCacheLayer::new(cache.clone()));
+    let body = |path: &'static str| {
+        let app = app.clone();
+        async move {
+            let res = app
+                .oneshot(
+                    http::Request::get(path)
+                        .body(axum::body::Body::empty())
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap()
+        }
+    };
+    assert_eq!(body("/page.html").await, "42 text/html; charset=utf-8");
+    assert_eq!(body("/nothing").await, "missing");
+    assert_eq!(body("/../page.html").await, "42 text/html; charset=utf-8");
+    assert_eq!(cache.len(), 3);
+}
