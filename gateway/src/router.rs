@@ -322,10 +322,35 @@ impl<B: Send + 'static> Service<Request<B>> for GatewayRouter {
 impl hyper::service::Service<Request<hyper::body::Incoming>> for GatewayRouter {
     type Response = Response<GateBody>;
     type Error = Infallible;
-    type Future = RouterFuture;
+    type Future = ServerFuture;
 
-    fn call(&self, req: Request<hyper::body::Incoming>) -> RouterFuture {
-        self.dispatch(req)
+    fn call(&self, req: Request<hyper::body::Incoming>) -> ServerFuture {
+        ServerFuture {
+            inner: self.dispatch(req),
+        }
+    }
+}
+
+pin_project! {
+    /// The future the server gets: the response body it receives is written to the socket
+    /// as it is, so a file body may go out with sendfile.
+    pub struct ServerFuture {
+        #[pin]
+        inner: RouterFuture,
+    }
+}
+
+impl Future for ServerFuture {
+    type Output = Result<Response<GateBody>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut res = std::task::ready!(self.project().inner.poll(cx));
+        if let Ok(r) = &mut res {
+            if let GateBody::File(f) = r.body_mut() {
+                f.allow_sendfile();
+            }
+        }
+        Poll::Ready(res)
     }
 }
 

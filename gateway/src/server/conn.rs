@@ -8,6 +8,7 @@
 //! and `header_read` from then on; [`TrackedIo`] tells it when a byte arrived with one
 //! relaxed store per read.
 
+use super::sendfile::Channel;
 use hyper::rt::{Sleep, Timer};
 use hyper_util::rt::TokioIo;
 use std::future::Future;
@@ -26,16 +27,27 @@ pub(crate) struct Activity {
 }
 
 pin_project_lite::pin_project! {
+    /// The socket as hyper sees it: reads are noted for the head timer, and writes that
+    /// carry a file marker go out with `sendfile` (see [`super::sendfile`]).
     pub(crate) struct TrackedIo {
         #[pin]
         stream: TcpStream,
         activity: Arc<Activity>,
+        sendfile: Option<Arc<Channel>>,
     }
 }
 
 impl TrackedIo {
-    pub(crate) fn new(stream: TcpStream, activity: Arc<Activity>) -> TokioIo<Self> {
-        TokioIo::new(TrackedIo { stream, activity })
+    pub(crate) fn new(
+        stream: TcpStream,
+        activity: Arc<Activity>,
+        sendfile: Option<Arc<Channel>>,
+    ) -> TokioIo<Self> {
+        TokioIo::new(TrackedIo {
+            stream,
+            activity,
+            sendfile,
+        })
     }
 }
 
@@ -61,7 +73,13 @@ impl AsyncWrite for TrackedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.project().stream.poll_write(cx, buf)
+        let this = self.project();
+        if let Some(ch) = this.sendfile {
+            if let Some(res) = ch.poll_write(&this.stream, cx, &[io::IoSlice::new(buf)]) {
+                return res;
+            }
+        }
+        this.stream.poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -69,7 +87,13 @@ impl AsyncWrite for TrackedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.project().stream.poll_write_vectored(cx, bufs)
+        let this = self.project();
+        if let Some(ch) = this.sendfile {
+            if let Some(res) = ch.poll_write(&this.stream, cx, bufs) {
+                return res;
+            }
+        }
+        this.stream.poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -5,6 +5,7 @@
 
 mod conn;
 pub mod listener;
+pub(crate) mod sendfile;
 
 use crate::admin;
 use crate::router::GatewayRouter as Router;
@@ -153,6 +154,9 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
     let mut builder = http1::Builder::new();
     builder
         .keep_alive(true)
+        // Queue body chunks as they are, never copied into hyper's buffer: sendfile markers
+        // must reach the socket's writer untouched (see server::sendfile).
+        .writev(true)
         .max_buf_size(config.limits.max_header_bytes.max(8192))
         .max_header_size(config.limits.max_header_bytes)
         .header_read_timeout(config.timeouts.header_read);
@@ -317,17 +321,18 @@ async fn serve_connection(
     // would hold each response back by ~40 ms.
     let _ = stream.set_nodelay(true);
     let activity = Arc::new(conn::Activity::default());
-    let io = conn::TrackedIo::new(stream, activity.clone());
+    let channel = Arc::new(sendfile::Channel::default());
+    let io = conn::TrackedIo::new(stream, activity.clone(), Some(channel.clone()));
     let mut builder = settings.builder.clone();
     builder.timer(conn::ConnTimer {
         activity,
         keep_alive: settings.keep_alive,
         header_read: settings.header_read,
     });
-    let conn = builder.serve_connection(io, router);
+    let conn = sendfile::Scope::new(builder.serve_connection(io, router), channel);
     tokio::pin!(conn);
     if *shutdown.borrow() {
-        conn.as_mut().graceful_shutdown();
+        conn.as_mut().inner().graceful_shutdown();
     }
     tokio::select! {
         res = conn.as_mut() => {
@@ -336,7 +341,7 @@ async fn serve_connection(
             }
         }
         _ = shutdown.changed() => {
-            conn.as_mut().graceful_shutdown();
+            conn.as_mut().inner().graceful_shutdown();
             let _ = conn.await;
         }
     }

@@ -26,6 +26,8 @@ pub struct FileBody {
     file: Option<Arc<File>>,
     pending: Option<JoinHandle<io::Result<Bytes>>>,
     remaining: u64,
+    /// Set by the server when this is the whole response body it hands to hyper.
+    sendfile: bool,
 }
 
 impl FileBody {
@@ -42,7 +44,15 @@ impl FileBody {
             file,
             pending: None,
             remaining,
+            sendfile: false,
         }
+    }
+
+    /// Lets file extents go out with `sendfile` when the connection supports it. Only the
+    /// server may call this, on a body it writes to the socket as it is: a layer that reads
+    /// the bytes (to compress them, say) must see the file's real bytes.
+    pub(crate) fn allow_sendfile(&mut self) {
+        self.sendfile = true;
     }
 
     fn took(&mut self, chunk: Bytes) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
@@ -94,6 +104,14 @@ impl Body for FileBody {
                     let Some(file) = this.file.clone() else {
                         return Poll::Ready(Some(Err(io::Error::other("no file to read"))));
                     };
+                    if this.sendfile {
+                        if let Some(ch) = crate::server::sendfile::current() {
+                            return match ch.offer(cx, &file, offset, len) {
+                                Poll::Ready(marker) => this.took(marker),
+                                Poll::Pending => Poll::Pending,
+                            };
+                        }
+                    }
                     let want = len.min(CHUNK) as usize;
                     // Pages already in the page cache are read here, on the event loop, as
                     // nginx does; anything that would wait for the disk goes to the pool.
@@ -181,4 +199,62 @@ fn read_at(file: &File, offset: u64, want: usize) -> io::Result<Bytes> {
     }
     buf.truncate(n);
     Ok(Bytes::from(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::io::Write;
+
+    fn file_with(data: &[u8]) -> (tempfile::NamedTempFile, Arc<File>) {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(data).unwrap();
+        let opened = Arc::new(File::open(f.path()).unwrap());
+        (f, opened)
+    }
+
+    // Without a connection to sendfile on, extents are read in chunks.
+    #[tokio::test]
+    async fn reads_extents_and_memory_parts_in_order() {
+        let data: Vec<u8> = (0..700_000u32).map(|i| (i % 253) as u8).collect();
+        let (_keep, file) = file_with(&data);
+        let segs = VecDeque::from([
+            Segment::Bytes(Bytes::from_static(b"head")),
+            Segment::File {
+                offset: 5,
+                len: 600_000,
+            },
+            Segment::Bytes(Bytes::from_static(b"tail")),
+        ]);
+        let body = FileBody::new(Some(file), segs);
+        assert_eq!(body.size_hint().exact(), Some(600_008));
+        let got = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&got[..4], b"head");
+        assert!(got[4..600_004] == data[5..600_005]);
+        assert_eq!(&got[600_004..], b"tail");
+    }
+
+    #[tokio::test]
+    async fn a_truncated_file_ends_the_body_with_an_error() {
+        let (keep, file) = file_with(&vec![7u8; 1_000_000]);
+        let mut body = FileBody::new(
+            Some(file),
+            VecDeque::from([Segment::File {
+                offset: 0,
+                len: 1_000_000,
+            }]),
+        );
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert!(!first.is_empty());
+        keep.as_file().set_len(10).unwrap();
+        let mut failed = false;
+        while let Some(frame) = body.frame().await {
+            if frame.is_err() {
+                failed = true;
+                break;
+            }
+        }
+        assert!(failed, "the short file is reported, never padded");
+    }
 }
