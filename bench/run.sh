@@ -20,8 +20,13 @@ OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 # Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
 RUNTIME=${RUNTIME:-}
 BASE_RUNTIME=${BASE_RUNTIME:-}
-GATEHOUSE_TOML=${GATEHOUSE_TOML:-}
-BASE_TOML=${BASE_TOML:-}
+# By default gatehouse runs with the settings that match nginx's here: open_file_cache_valid 1s
+# is `strict = false, valid = "1s"`. Set GATEHOUSE_TOML= (empty) for the strict default.
+NGINX_EQUIVALENT='[[routes]]\n[routes.static.open_file_cache]\nstrict = false\nvalid = "1s"'
+GATEHOUSE_TOML=${GATEHOUSE_TOML-$NGINX_EQUIVALENT}
+BASE_TOML=${BASE_TOML-$GATEHOUSE_TOML}
+BASE_TOML_SET=0
+[ -n "${BASE_TOML+x}" ] && [ "$BASE_TOML" != "$GATEHOUSE_TOML" ] && BASE_TOML_SET=1
 
 PORT_GH=18181 ADMIN_GH=18191 PORT_NGINX=18182 PORT_CADDY=18183
 
@@ -265,7 +270,7 @@ run_server() { # scenario server
 }
 
 SERVERS=(gatehouse)
-if [ -n "$GATEHOUSE_BASE" ] || [ -n "$BASE_RUNTIME" ] || [ -n "$BASE_TOML" ]; then
+if [ -n "$GATEHOUSE_BASE" ] || [ -n "$BASE_RUNTIME" ] || [ "${BASE_TOML_SET:-}" = 1 ]; then
   GATEHOUSE_BASE=${GATEHOUSE_BASE:-$GATEHOUSE}
   SERVERS+=(gatehouse-base)
 fi

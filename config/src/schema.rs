@@ -46,9 +46,10 @@ impl Default for Config {
 #[serde(rename_all = "kebab-case")]
 pub enum RuntimeMode {
     /// One current-thread tokio runtime per core, each with its own `SO_REUSEPORT` listener.
-    #[default]
     PerCore,
-    /// One multi-thread tokio runtime with work stealing.
+    /// One multi-thread tokio runtime with work stealing. The default: in the bench it used
+    /// 2-3% less CPU per request than per-core on static-1k, in both orders of an A/B.
+    #[default]
     Shared,
 }
 

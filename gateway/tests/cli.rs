@@ -307,3 +307,39 @@ fn a_bind_failure_is_one_clear_line_and_a_non_zero_exit() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("192.0.2.1:80"));
 }
+
+#[test]
+fn the_open_files_soft_limit_is_raised_to_the_hard_limit() {
+    let port = free_port();
+    let admin = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let admin_listen = format!("127.0.0.1:{admin}");
+    // Start it with a low soft limit under a higher hard one.
+    let script = format!(
+        "ulimit -S -n 256 && exec {} --root {} --listen {listen} --admin-listen {admin_listen}",
+        env!("CARGO_BIN_EXE_gatehouse"),
+        site()
+    );
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        assert!(Instant::now() < deadline, "did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let nums: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(nums[0], nums[1], "soft == hard: {line}");
+    assert_ne!(nums[0], "256", "{line}");
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# A short run of bench/run.sh that checks what it produces: a row per scenario and server,
+# exactly the documented keys, traffic served, no errors, and CPU per request measured.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+DURATION=${DURATION:-2s} WARMUP=1s CONNECTIONS=16 OUT_DIR="$out" bash bench/run.sh > "$out/stdout"
+python3 - "$out" <<'PY'
+import json, sys, os
+out = sys.argv[1]
+rows = json.load(open(os.path.join(out, "bench-results.json")))
+keys = {"scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "rss_mib", "requests", "errors"}
+passed = failed = 0
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what)
+seen = {(r["scenario"], r["server"]) for r in rows}
+for scenario in ["static-1k", "static-1m"]:
+    for server in ["gatehouse", "nginx", "caddy"]:
+        check((scenario, server) in seen, f"a row for {scenario}/{server}")
+for r in rows:
+    name = f'{r["scenario"]}/{r["server"]}'
+    check(set(r) == keys, f"{name}: keys {sorted(r)}")
+    check(r["requests"] > 0, f"{name}: served requests")
+    check(r["errors"] == 0, f"{name}: {r['errors']} errors")
+    check(r["cpu_us_per_req"] is not None and r["cpu_us_per_req"] > 0, f"{name}: CPU per request")
+    check(r["rss_mib"] > 0, f"{name}: peak RSS")
+md = open(os.path.join(out, "bench-results.md")).read()
+check("| static-1k | gatehouse |" in md, "the Markdown table")
+print(f"smoke: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY
