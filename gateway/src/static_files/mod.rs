@@ -22,7 +22,8 @@ use conditional::Precondition;
 use gatehouse_layers::open_file_cache::{FileCache, FileEntry, Resolved, Resolver};
 use http::header::{
     ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG,
-    LAST_MODIFIED, LOCATION, RANGE,
+    IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED,
+    LOCATION, RANGE,
 };
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use range::Ranges;
@@ -76,7 +77,8 @@ impl StaticFiles {
         self
     }
 
-    /// The cache that the open-file-cache layer in front uses, also used for the 404 page.
+    /// An open-file cache to consult (when no layer in front already did) and to hold the
+    /// 404 page.
     pub fn with_cache(self, cache: FileCache) -> Self {
         self.edit(|i| i.cache = Some(cache))
     }
@@ -115,18 +117,37 @@ impl<B: Send + 'static> Service<Request<B>> for StaticFiles {
                 .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
             return Either::Left(std::future::ready(Ok(res)));
         }
-        // The common case, a cache hit, is answered synchronously.
+        // The common case, a cache hit, is answered synchronously. Under an
+        // OpenFileCacheLayer the answer is in the extensions; with a cache of its own the
+        // Service asks it directly, which saves the extension's insert and drop.
         let (parts, _body) = req.into_parts();
-        match parts.extensions.get::<Resolved>() {
+        let found = match parts.extensions.get::<Resolved>() {
+            Some(r) => Some(r.clone()),
+            None => self
+                .inner
+                .cache
+                .as_ref()
+                .and_then(|c| c.lookup(parts.uri.path())),
+        };
+        match found {
             Some(Resolved::File(entry)) => {
-                Either::Left(std::future::ready(Ok(self.respond(&parts, entry))))
+                Either::Left(std::future::ready(Ok(self.respond(&parts, &entry))))
             }
             Some(other) => {
-                let other = other.clone();
                 let this = self.clone();
                 Either::Right(Box::pin(
                     async move { Ok(this.answer(&parts, other).await) },
                 ))
+            }
+            None if self.inner.cache.is_some() => {
+                let this = self.clone();
+                Either::Right(Box::pin(async move {
+                    let resolved = match &this.inner.cache {
+                        Some(cache) => cache.load(parts.uri.path()).await,
+                        None => Resolved::Forbidden,
+                    };
+                    Ok(this.answer(&parts, resolved).await)
+                }))
             }
             None => {
                 let this = self.clone();
@@ -181,6 +202,18 @@ impl StaticFiles {
 
     fn respond(&self, parts: &http::request::Parts, entry: &Arc<FileEntry>) -> Response<Body> {
         let head = parts.method == Method::HEAD;
+        // Most requests carry none of the six headers below: one pass over the few headers
+        // a request has costs less than six hash lookups.
+        if !parts.headers.keys().any(|k| {
+            k == IF_MATCH
+                || k == IF_NONE_MATCH
+                || k == IF_MODIFIED_SINCE
+                || k == IF_UNMODIFIED_SINCE
+                || k == IF_RANGE
+                || k == RANGE
+        }) {
+            return self.full(head, entry, StatusCode::OK);
+        }
         match conditional::evaluate(&parts.headers, &entry.etag, entry.modified) {
             Precondition::Proceed => {}
             Precondition::NotModified => {
@@ -236,12 +269,10 @@ impl StaticFiles {
         };
         let mut res = Response::new(body);
         *res.status_mut() = status;
-        let h = res.headers_mut();
-        h.reserve(8);
-        h.insert(CONTENT_TYPE, entry.content_type.clone());
-        h.insert(CONTENT_LENGTH, entry.content_length.clone());
-        h.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        self.common_headers(h, entry);
+        *res.headers_mut() = entry.headers.clone();
+        if let Some(cc) = &self.inner.cache_control {
+            res.headers_mut().insert(CACHE_CONTROL, cc.clone());
+        }
         res
     }
 

@@ -188,17 +188,15 @@ impl Resolver {
             (None, Some(Arc::new(file)))
         };
         let len = body.as_ref().map_or(len, |b| b.len() as u64);
-        let entry = FileEntry {
+        let entry = FileEntry::new(
             len,
-            content_length: HeaderValue::from(len),
             modified,
-            etag: stamp.etag(),
-            last_modified: http_date(modified),
-            content_type: super::mime::content_type(&path),
+            stamp.etag(),
+            super::mime::content_type(&path),
             body,
             file,
-            path: path.clone(),
-        };
+            path.clone(),
+        );
         (
             Resolved::File(Arc::new(entry)),
             Check::Stat {
@@ -270,17 +268,15 @@ fn listing(dir: &Path, meta: &std::fs::Metadata, url_path: &str, hide: bool) -> 
     let stamp = Stamp::of(meta);
     let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
     let body = Bytes::from(html);
-    let entry = FileEntry {
-        len: body.len() as u64,
-        content_length: HeaderValue::from(body.len()),
+    let entry = FileEntry::new(
+        body.len() as u64,
         modified,
-        etag: stamp.etag(),
-        last_modified: http_date(modified),
-        content_type: HeaderValue::from_static("text/html; charset=utf-8"),
-        body: Some(body),
-        file: None,
-        path: dir.to_path_buf(),
-    };
+        stamp.etag(),
+        HeaderValue::from_static("text/html; charset=utf-8"),
+        Some(body),
+        None,
+        dir.to_path_buf(),
+    );
     (
         Resolved::File(Arc::new(entry)),
         Check::Stat {
