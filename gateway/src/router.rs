@@ -6,7 +6,7 @@
 //! sees the path.
 //!
 //! [`GatewayRouter`] is a tower `Service` (so it can be mounted in an axum app, say with
-//! `Router::fallback_service`) and a hyper `Service`, which is how the server drives it.
+//! `Router::fallback_service`); the server drives it through a per-connection hyper Service.
 //! It is not an `axum::Router` inside: measured on `static-1k`, axum's routing and the
 //! boxing of bodies and futures it needs cost about 1.7 µs per request (8% of the whole),
 //! and the table below does the same selection with no allocation. Each route's Service is
@@ -200,7 +200,7 @@ impl GatewayRouter {
         })
     }
 
-    fn dispatch<B: Send + 'static>(&self, mut req: Request<B>) -> RouterFuture {
+    pub(crate) fn dispatch<B: Send + 'static>(&self, mut req: Request<B>) -> RouterFuture {
         let Some(route) = self.route(&req) else {
             return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
         };
@@ -305,41 +305,6 @@ impl<B: Send + 'static> Service<Request<B>> for GatewayRouter {
 
     fn call(&mut self, req: Request<B>) -> RouterFuture {
         self.dispatch(req)
-    }
-}
-
-impl hyper::service::Service<Request<hyper::body::Incoming>> for GatewayRouter {
-    type Response = Response<GateBody>;
-    type Error = Infallible;
-    type Future = ServerFuture;
-
-    fn call(&self, req: Request<hyper::body::Incoming>) -> ServerFuture {
-        ServerFuture {
-            inner: self.dispatch(req),
-        }
-    }
-}
-
-pin_project! {
-    /// The future the server gets: the response body it receives is written to the socket
-    /// as it is, so a file body may go out with sendfile.
-    pub struct ServerFuture {
-        #[pin]
-        inner: RouterFuture,
-    }
-}
-
-impl Future for ServerFuture {
-    type Output = Result<Response<GateBody>, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut res = std::task::ready!(self.project().inner.poll(cx));
-        if let Ok(r) = &mut res {
-            if let GateBody::File(f) = r.body_mut() {
-                f.allow_sendfile();
-            }
-        }
-        Poll::Ready(res)
     }
 }
 

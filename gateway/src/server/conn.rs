@@ -1,38 +1,48 @@
 //! One HTTP/1.1 connection: hyper over the socket, with the two timers nginx users expect.
 //!
-//! - `keep_alive`: how long a connection may wait for the first byte of its next request.
+//! - `keep_alive`: how long a connection may sit idle, with no request in progress and no
+//!   byte of a new one arriving.
 //! - `header_read`: how long a request head may take from its first byte (slowloris).
 //!
-//! hyper arms its header-read timer whenever it starts waiting for a head, idle or not.
-//! [`ConnTimer`] gives it a sleep that lasts `keep_alive` until the socket delivers a byte
-//! and `header_read` from then on; [`TrackedIo`] tells it when a byte arrived with one
-//! relaxed store per read.
+//! hyper's own header timer allocates and registers a timer for every request. Here one
+//! timer per connection ticks at a fraction of the shorter timeout and reads three counters
+//! that the request path keeps with relaxed atomics: bytes arrived ([`TrackedIo`]), requests
+//! started ([`ConnService`]) and responses finished ([`ConnBody`]'s drop). The timeouts are
+//! so enforced to within one tick.
 
 use super::sendfile::Channel;
-use hyper::rt::{Sleep, Timer};
+use crate::body::{BoxError, GateBody};
+use crate::router::{GatewayRouter, RouterFuture};
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
 use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+/// What the request path tells the connection's watchdog.
 #[derive(Default)]
-pub(crate) struct Activity {
+pub(crate) struct ConnState {
     got_bytes: AtomicBool,
+    started: AtomicU64,
+    in_flight: AtomicU32,
 }
 
 pin_project_lite::pin_project! {
-    /// The socket as hyper sees it: reads are noted for the head timer, and writes that
+    /// The socket as hyper sees it: reads are noted for the watchdog, and writes that
     /// carry a file marker go out with `sendfile` (see [`super::sendfile`]).
     pub(crate) struct TrackedIo {
         #[pin]
         stream: TcpStream,
-        activity: Arc<Activity>,
+        state: Arc<ConnState>,
         sendfile: Option<Arc<Channel>>,
     }
 }
@@ -40,12 +50,12 @@ pin_project_lite::pin_project! {
 impl TrackedIo {
     pub(crate) fn new(
         stream: TcpStream,
-        activity: Arc<Activity>,
+        state: Arc<ConnState>,
         sendfile: Option<Arc<Channel>>,
     ) -> TokioIo<Self> {
         TokioIo::new(TrackedIo {
             stream,
-            activity,
+            state,
             sendfile,
         })
     }
@@ -61,7 +71,7 @@ impl AsyncRead for TrackedIo {
         let before = buf.filled().len();
         let res = this.stream.poll_read(cx, buf);
         if buf.filled().len() > before {
-            this.activity.got_bytes.store(true, Ordering::Relaxed);
+            this.state.got_bytes.store(true, Ordering::Relaxed);
         }
         res
     }
@@ -109,60 +119,214 @@ impl AsyncWrite for TrackedIo {
     }
 }
 
-/// hyper's timer for one connection.
-#[derive(Clone)]
-pub(crate) struct ConnTimer {
-    pub(crate) activity: Arc<Activity>,
-    pub(crate) keep_alive: Duration,
-    pub(crate) header_read: Duration,
+/// The router as one connection's hyper Service: counts requests in and responses out.
+pub(crate) struct ConnService {
+    pub(crate) router: GatewayRouter,
+    pub(crate) state: Arc<ConnState>,
 }
 
-impl Timer for ConnTimer {
-    fn sleep(&self, _duration: Duration) -> Pin<Box<dyn Sleep>> {
-        self.head_sleep()
-    }
+impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
+    type Response = Response<ConnBody>;
+    type Error = Infallible;
+    type Future = ConnFuture;
 
-    fn sleep_until(&self, _deadline: Instant) -> Pin<Box<dyn Sleep>> {
-        self.head_sleep()
-    }
-}
-
-impl ConnTimer {
-    fn head_sleep(&self) -> Pin<Box<dyn Sleep>> {
-        // The flag may still be set by the bytes of the previous head, which hyper parsed
-        // without polling this timer: start idle, and count only bytes from now on.
-        self.activity.got_bytes.store(false, Ordering::Relaxed);
-        Box::pin(HeadSleep {
-            sleep: tokio::time::sleep_until((Instant::now() + self.keep_alive).into()),
-            activity: self.activity.clone(),
-            header_read: self.header_read,
-            reading: false,
-        })
+    fn call(&self, req: Request<hyper::body::Incoming>) -> ConnFuture {
+        self.state.started.fetch_add(1, Ordering::Relaxed);
+        self.state.in_flight.fetch_add(1, Ordering::Relaxed);
+        ConnFuture {
+            inner: self.router.dispatch(req),
+            state: Some(self.state.clone()),
+        }
     }
 }
 
 pin_project_lite::pin_project! {
-    struct HeadSleep {
+    pub(crate) struct ConnFuture {
         #[pin]
-        sleep: tokio::time::Sleep,
-        activity: Arc<Activity>,
-        header_read: Duration,
-        reading: bool,
+        inner: RouterFuture,
+        state: Option<Arc<ConnState>>,
     }
-}
 
-impl Future for HeadSleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
-        if !*this.reading && this.activity.got_bytes.swap(false, Ordering::Relaxed) {
-            *this.reading = true;
-            let deadline = Instant::now() + *this.header_read;
-            this.sleep.as_mut().reset(deadline.into());
+    impl PinnedDrop for ConnFuture {
+        fn drop(this: Pin<&mut Self>) {
+            // Dropped before a response was made (the connection went away).
+            if let Some(state) = this.project().state.take() {
+                state.in_flight.fetch_sub(1, Ordering::Relaxed);
+            }
         }
-        this.sleep.poll(cx)
     }
 }
 
-impl Sleep for HeadSleep {}
+impl Future for ConnFuture {
+    type Output = Result<Response<ConnBody>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Ok(res) = std::task::ready!(this.inner.poll(cx));
+        let state = this.state.take();
+        Poll::Ready(Ok(res.map(|mut body| {
+            // This body is written to the socket as it is, so a file may go by sendfile.
+            if let GateBody::File(f) = &mut body {
+                f.allow_sendfile();
+            }
+            ConnBody { inner: body, state }
+        })))
+    }
+}
+
+/// A response body whose drop marks the end of the request for the watchdog.
+pub(crate) struct ConnBody {
+    inner: GateBody,
+    state: Option<Arc<ConnState>>,
+}
+
+impl Drop for ConnBody {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            state.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Body for ConnBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The per-connection timer's view of the connection, advanced once per tick.
+pub(crate) struct Watchdog {
+    state: Arc<ConnState>,
+    tick: Duration,
+    keep_alive: u32,
+    header_read: u32,
+    last_started: u64,
+    idle_ticks: u32,
+    head_ticks: Option<u32>,
+}
+
+/// What the connection should do after a tick.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Continue,
+    /// Idle past keep_alive, or a head slower than header_read: close it.
+    Close,
+}
+
+impl Watchdog {
+    pub(crate) fn new(state: Arc<ConnState>, keep_alive: Duration, header_read: Duration) -> Self {
+        // Four ticks to the shorter timeout: each is enforced within a quarter of it.
+        let shorter = keep_alive.min(header_read);
+        let tick = (shorter / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
+        let ticks = |d: Duration| (d.as_nanos() / tick.as_nanos()).max(1) as u32;
+        Watchdog {
+            state,
+            tick,
+            keep_alive: ticks(keep_alive),
+            header_read: ticks(header_read),
+            last_started: 0,
+            idle_ticks: 0,
+            head_ticks: None,
+        }
+    }
+
+    pub(crate) fn tick(&self) -> Duration {
+        self.tick
+    }
+
+    pub(crate) fn on_tick(&mut self) -> Verdict {
+        let s = &self.state;
+        let got_bytes = s.got_bytes.swap(false, Ordering::Relaxed);
+        let started = s.started.load(Ordering::Relaxed);
+        let busy = s.in_flight.load(Ordering::Relaxed) > 0;
+        if started != self.last_started || busy {
+            // A head completed since the last tick, or a response is in progress.
+            self.last_started = started;
+            self.idle_ticks = 0;
+            self.head_ticks = None;
+            return Verdict::Continue;
+        }
+        if got_bytes || self.head_ticks.is_some() {
+            // Bytes of a head that hasn't completed: header_read runs from the first tick
+            // that saw them.
+            let t = self.head_ticks.get_or_insert(0);
+            *t += 1;
+            return if *t > self.header_read {
+                Verdict::Close
+            } else {
+                Verdict::Continue
+            };
+        }
+        self.idle_ticks += 1;
+        if self.idle_ticks > self.keep_alive {
+            Verdict::Close
+        } else {
+            Verdict::Continue
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dog(keep_alive_ms: u64, header_ms: u64) -> (Watchdog, Arc<ConnState>) {
+        let state = Arc::new(ConnState::default());
+        let d = Watchdog::new(
+            state.clone(),
+            Duration::from_millis(keep_alive_ms),
+            Duration::from_millis(header_ms),
+        );
+        (d, state)
+    }
+
+    #[test]
+    fn idle_closes_after_keep_alive_ticks() {
+        let (mut d, _) = dog(400, 10_000);
+        assert_eq!(d.tick(), Duration::from_millis(100));
+        let verdicts: Vec<_> = (0..6).map(|_| d.on_tick()).collect();
+        assert_eq!(verdicts.iter().position(|v| *v == Verdict::Close), Some(4));
+    }
+
+    #[test]
+    fn a_slow_head_closes_after_header_read_even_with_a_long_keep_alive() {
+        let (mut d, s) = dog(60_000, 400);
+        for i in 0..10 {
+            s.got_bytes.store(true, Ordering::Relaxed);
+            if d.on_tick() == Verdict::Close {
+                assert_eq!(i, 4);
+                return;
+            }
+        }
+        panic!("never closed");
+    }
+
+    #[test]
+    fn requests_and_responses_in_flight_keep_it_open() {
+        let (mut d, s) = dog(200, 200);
+        s.in_flight.store(1, Ordering::Relaxed);
+        for _ in 0..20 {
+            assert_eq!(d.on_tick(), Verdict::Continue);
+        }
+        s.in_flight.store(0, Ordering::Relaxed);
+        for _ in 0..3 {
+            s.started.fetch_add(1, Ordering::Relaxed);
+            s.got_bytes.store(true, Ordering::Relaxed);
+            assert_eq!(d.on_tick(), Verdict::Continue);
+        }
+    }
+}

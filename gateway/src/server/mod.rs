@@ -159,7 +159,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         .writev(true)
         .max_buf_size(config.limits.max_header_bytes.max(8192))
         .max_header_size(config.limits.max_header_bytes)
-        .header_read_timeout(config.timeouts.header_read);
+        .header_read_timeout(None);
     // hyper keeps up to 100 headers on the stack; another limit costs a heap allocation
     // per request, so only set it when asked.
     if config.limits.max_headers != 100 {
@@ -320,29 +320,42 @@ async fn serve_connection(
     // Head and small body go out in one writev; without NODELAY, Nagle and delayed ACKs
     // would hold each response back by ~40 ms.
     let _ = stream.set_nodelay(true);
-    let activity = Arc::new(conn::Activity::default());
+    let state = Arc::new(conn::ConnState::default());
     let channel = Arc::new(sendfile::Channel::default());
-    let io = conn::TrackedIo::new(stream, activity.clone(), Some(channel.clone()));
-    let mut builder = settings.builder.clone();
-    builder.timer(conn::ConnTimer {
-        activity,
-        keep_alive: settings.keep_alive,
-        header_read: settings.header_read,
-    });
-    let conn = sendfile::Scope::new(builder.serve_connection(io, router), channel);
+    let io = conn::TrackedIo::new(stream, state.clone(), Some(channel.clone()));
+    let svc = conn::ConnService {
+        router,
+        state: state.clone(),
+    };
+    let conn = sendfile::Scope::new(settings.builder.serve_connection(io, svc), channel);
     tokio::pin!(conn);
-    if *shutdown.borrow() {
+    let mut dog = conn::Watchdog::new(state, settings.keep_alive, settings.header_read);
+    let sleep = tokio::time::sleep(dog.tick());
+    tokio::pin!(sleep);
+    let mut draining = *shutdown.borrow();
+    if draining {
         conn.as_mut().inner().graceful_shutdown();
     }
-    tokio::select! {
-        res = conn.as_mut() => {
-            if let Err(e) = res {
-                tracing::debug!("connection: {e}");
+    loop {
+        tokio::select! {
+            biased;
+            res = conn.as_mut() => {
+                if let Err(e) = res {
+                    tracing::debug!("connection: {e}");
+                }
+                return;
             }
-        }
-        _ = shutdown.changed() => {
-            conn.as_mut().inner().graceful_shutdown();
-            let _ = conn.await;
+            _ = sleep.as_mut() => {
+                if dog.on_tick() == conn::Verdict::Close {
+                    // Idle past keep_alive, or a head too slow: nothing is in flight.
+                    return;
+                }
+                sleep.as_mut().reset(tokio::time::Instant::now() + dog.tick());
+            }
+            _ = shutdown.changed(), if !draining => {
+                draining = true;
+                conn.as_mut().inner().graceful_shutdown();
+            }
         }
     }
 }
