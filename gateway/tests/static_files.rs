@@ -117,6 +117,13 @@ fn not_found_plain_and_custom_page() {
     assert_eq!(r.status, 404);
     assert!(r.text().contains("custom not found"));
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    // A page too large to be held in memory is streamed.
+    let big = TestServer::site(
+        "[[routes]]\n[routes.static]\nnot_found_page = \"404.html\"\n[routes.static.open_file_cache]\ninline_max = 8\n",
+    );
+    let r = big.get("/nope.txt");
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("custom not found"));
     // Hidden paths get the same page: nothing tells them apart from absent ones.
     let r = s.get("/.env");
     assert_eq!(r.status, 404);

@@ -190,7 +190,7 @@ impl StaticFiles {
             }
         };
         match resolved {
-            Resolved::File(entry) if entry.body.is_some() => {
+            Resolved::File(entry) => {
                 let mut res =
                     self.full(parts.method == Method::HEAD, &entry, StatusCode::NOT_FOUND);
                 res.headers_mut().remove(ACCEPT_RANGES);

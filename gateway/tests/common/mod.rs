@@ -145,14 +145,7 @@ pub struct Conn {
 
 impl Conn {
     pub fn open(addr: SocketAddr) -> Conn {
-        let stream = TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        Conn {
-            stream,
-            buf: Vec::new(),
-        }
+        Conn::from_stream(TcpStream::connect(addr).expect("connect"))
     }
 
     pub fn from_stream(stream: TcpStream) -> Conn {
