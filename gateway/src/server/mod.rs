@@ -315,7 +315,7 @@ async fn serve_connection(
     stream: tokio::net::TcpStream,
     router: Router,
     settings: &ConnSettings,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     // Head and small body go out in one writev; without NODELAY, Nagle and delayed ACKs
     // would hold each response back by ~40 ms.
@@ -350,11 +350,13 @@ async fn serve_connection(
                     // Idle past keep_alive, or a head too slow: nothing is in flight.
                     return;
                 }
+                // Drain is noticed on the tick (at most a second late) rather than by
+                // polling the channel on every wake-up of a busy connection.
+                if !draining && *shutdown.borrow() {
+                    draining = true;
+                    conn.as_mut().inner().graceful_shutdown();
+                }
                 sleep.as_mut().reset(tokio::time::Instant::now() + dog.tick());
-            }
-            _ = shutdown.changed(), if !draining => {
-                draining = true;
-                conn.as_mut().inner().graceful_shutdown();
             }
         }
     }
