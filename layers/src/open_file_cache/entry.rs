@@ -27,8 +27,6 @@ pub enum Resolved {
 #[derive(Debug)]
 pub struct FileEntry {
     pub len: u64,
-    /// `len`, formatted once.
-    pub content_length: HeaderValue,
     pub modified: SystemTime,
     /// A strong validator from the inode, size and modification time (RFC 9110 §8.8.3).
     pub etag: HeaderValue,
@@ -56,17 +54,15 @@ impl FileEntry {
         file: Option<Arc<File>>,
         path: PathBuf,
     ) -> FileEntry {
-        let content_length = HeaderValue::from(len);
         let last_modified = super::resolve::http_date(modified);
         let mut headers = HeaderMap::with_capacity(8);
         headers.insert(CONTENT_TYPE, content_type.clone());
-        headers.insert(CONTENT_LENGTH, content_length.clone());
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
         headers.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
         headers.insert(ETAG, etag.clone());
         headers.insert(LAST_MODIFIED, last_modified.clone());
         FileEntry {
             len,
-            content_length,
             modified,
             etag,
             last_modified,
