@@ -13,7 +13,7 @@
 //! its tower layer stack over the Service it mounts.
 
 use crate::body::GateBody;
-use crate::static_files::{plain, StaticFiles};
+use crate::static_files::{add_slash, plain, StaticFiles};
 use gatehouse_config::{Config, Route, StaticConfig};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use http::uri::PathAndQuery;
@@ -205,6 +205,11 @@ impl GatewayRouter {
             return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
         };
         if !route.prefix.is_empty() {
+            // The prefix alone names the route's root directory: redirect to it with a
+            // slash, as for any directory, so that relative links in its index resolve.
+            if req.uri().path().len() == route.prefix.len() {
+                return RouterFuture::ready(add_slash(req.uri()));
+            }
             strip_prefix(&mut req, route.prefix.len());
         }
         match &route.svc {

@@ -132,3 +132,13 @@ fn a_file_deleted_while_being_sent_is_served_whole() {
     assert_eq!(r.body.len(), data.len());
     assert_eq!(s.get("/doomed.bin").status, 404);
 }
+
+#[test]
+fn a_preferred_index_file_appearing_is_served_at_once() {
+    let s =
+        TestServer::site("[[routes]]\n[routes.static]\nindex = [\"index.html\", \"index.htm\"]\n");
+    std::fs::write(s.root.join("empty/index.htm"), "second choice\n").unwrap();
+    assert_eq!(s.get("/empty/").body, b"second choice\n");
+    std::fs::write(s.root.join("empty/index.html"), "first choice\n").unwrap();
+    assert_eq!(s.get("/empty/").body, b"first choice\n");
+}

@@ -203,3 +203,61 @@ fn both_runtime_modes_serve() {
         }
     }
 }
+
+#[test]
+fn a_slow_reader_gets_the_whole_file_past_keep_alive() {
+    // hyper drops a body once it has handed out the last chunk; the connection must still
+    // count the write of that chunk (a multi-megabyte sendfile extent) as activity.
+    let s = TestServer::site("[timeouts]\nkeep_alive = \"200ms\"\nheader_read = \"200ms\"\n");
+    let data = vec![b's'; 3 * 1024 * 1024];
+    std::fs::write(s.root.join("slow.bin"), &data).unwrap();
+    let mut c = Conn::open(s.addr);
+    c.send(b"GET /slow.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let start = Instant::now();
+    use std::io::Read;
+    loop {
+        std::thread::sleep(Duration::from_millis(25));
+        match c.stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => panic!("{e} after {got} bytes"),
+        }
+        if got >= data.len() + 100 || start.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+    }
+    assert!(
+        start.elapsed() > Duration::from_millis(600),
+        "the read was slow"
+    );
+    assert!(got > data.len(), "whole response received: {got}");
+}
+
+#[test]
+fn a_response_nobody_reads_is_closed_after_keep_alive() {
+    let s = TestServer::site("[timeouts]\nkeep_alive = \"300ms\"\nheader_read = \"300ms\"\n");
+    std::fs::write(s.root.join("stuck.bin"), vec![b'x'; 32 * 1024 * 1024]).unwrap();
+    let mut c = Conn::open(s.addr);
+    c.send(b"GET /stuck.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(1500));
+    // Now drain what the kernel buffered: the server must have closed, so EOF comes.
+    use std::io::Read;
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 256 * 1024];
+    let closed = loop {
+        match c.stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => total += n,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    assert!(closed, "closed after {total} bytes");
+    assert!(total < 32 * 1024 * 1024, "the response was cut: {total}");
+    assert_eq!(s.get("/hello.txt").status, 200, "still serving");
+}

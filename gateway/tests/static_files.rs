@@ -190,6 +190,12 @@ fn routes_by_host_and_prefix() {
     assert_eq!(get("x.b.test", "/who.txt").text(), "site b");
     assert_eq!(get("x.y.b.test", "/who.txt").text(), "site b");
     assert_eq!(get("a.test", "/assets/who.txt").text(), "assets");
+    // The prefix alone redirects to the route's root directory.
+    let r = get("a.test", "/assets");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("assets/"));
+    let r = get("a.test", "/assets?v=1");
+    assert_eq!(r.header("location"), Some("assets/?v=1"));
     // The prefix matches whole segments only.
     assert_eq!(get("a.test", "/assetsx/who.txt").status, 404);
     // b.test itself is not matched by *.b.test, and there is no catch-all route.

@@ -32,6 +32,7 @@ use tokio::net::TcpStream;
 #[derive(Default)]
 pub(crate) struct ConnState {
     got_bytes: AtomicBool,
+    wrote_bytes: AtomicBool,
     started: AtomicU64,
     in_flight: AtomicU32,
 }
@@ -77,6 +78,14 @@ impl AsyncRead for TrackedIo {
     }
 }
 
+fn note_write(state: &ConnState, res: &Poll<io::Result<usize>>) {
+    if let Poll::Ready(Ok(n)) = res {
+        if *n > 0 {
+            state.wrote_bytes.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 impl AsyncWrite for TrackedIo {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -84,12 +93,15 @@ impl AsyncWrite for TrackedIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
-        if let Some(ch) = this.sendfile {
-            if let Some(res) = ch.poll_write(&this.stream, cx, &[io::IoSlice::new(buf)]) {
-                return res;
-            }
-        }
-        this.stream.poll_write(cx, buf)
+        let res = match this.sendfile {
+            Some(ch) => match ch.poll_write(&this.stream, cx, &[io::IoSlice::new(buf)]) {
+                Some(res) => res,
+                None => this.stream.poll_write(cx, buf),
+            },
+            None => this.stream.poll_write(cx, buf),
+        };
+        note_write(this.state, &res);
+        res
     }
 
     fn poll_write_vectored(
@@ -98,12 +110,15 @@ impl AsyncWrite for TrackedIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
-        if let Some(ch) = this.sendfile {
-            if let Some(res) = ch.poll_write(&this.stream, cx, bufs) {
-                return res;
-            }
-        }
-        this.stream.poll_write_vectored(cx, bufs)
+        let res = match this.sendfile {
+            Some(ch) => match ch.poll_write(&this.stream, cx, bufs) {
+                Some(res) => res,
+                None => this.stream.poll_write_vectored(cx, bufs),
+            },
+            None => this.stream.poll_write_vectored(cx, bufs),
+        };
+        note_write(this.state, &res);
+        res
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -164,13 +179,23 @@ impl Future for ConnFuture {
         let this = self.project();
         let Ok(res) = std::task::ready!(this.inner.poll(cx));
         let state = this.state.take();
-        Poll::Ready(Ok(res.map(|mut body| {
-            // This body is written to the socket as it is, so a file may go by sendfile.
-            if let GateBody::File(f) = &mut body {
+        let (parts, mut body) = res.into_parts();
+        // This body is written to the socket as it is, so a file may go by sendfile, as long
+        // as hyper will send all of it: a marker it cut short at Content-Length would leave
+        // its extent pending forever.
+        if let GateBody::File(f) = &mut body {
+            let declared = parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            if declared == Some(f.remaining()) {
                 f.allow_sendfile();
             }
-            ConnBody { inner: body, state }
-        })))
+        }
+        Poll::Ready(Ok(Response::from_parts(
+            parts,
+            ConnBody { inner: body, state },
+        )))
     }
 }
 
@@ -217,13 +242,15 @@ pub(crate) struct Watchdog {
     last_started: u64,
     idle_ticks: u32,
     head_ticks: Option<u32>,
+    stalled_ticks: u32,
 }
 
 /// What the connection should do after a tick.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
     Continue,
-    /// Idle past keep_alive, or a head slower than header_read: close it.
+    /// Idle past keep_alive, a head slower than header_read, or a response that made no
+    /// progress for keep_alive (like nginx's send_timeout): close it.
     Close,
 }
 
@@ -241,6 +268,7 @@ impl Watchdog {
             last_started: 0,
             idle_ticks: 0,
             head_ticks: None,
+            stalled_ticks: 0,
         }
     }
 
@@ -251,15 +279,32 @@ impl Watchdog {
     pub(crate) fn on_tick(&mut self) -> Verdict {
         let s = &self.state;
         let got_bytes = s.got_bytes.swap(false, Ordering::Relaxed);
+        let wrote = s.wrote_bytes.swap(false, Ordering::Relaxed);
         let started = s.started.load(Ordering::Relaxed);
         let busy = s.in_flight.load(Ordering::Relaxed) > 0;
-        if started != self.last_started || busy {
-            // A head completed since the last tick, or a response is in progress.
+        if started != self.last_started || wrote {
+            // A head completed, or bytes went out: hyper drops a body when it has handed
+            // out its last chunk, which may still be being written (a sendfile extent can
+            // be megabytes), so writes count as activity in their own right.
             self.last_started = started;
             self.idle_ticks = 0;
             self.head_ticks = None;
+            self.stalled_ticks = 0;
             return Verdict::Continue;
         }
+        if busy {
+            // A response in progress that neither reads nor writes: a client that stopped
+            // reading, or a handler that stopped producing.
+            self.idle_ticks = 0;
+            self.head_ticks = None;
+            self.stalled_ticks += if got_bytes { 0 } else { 1 };
+            return if self.stalled_ticks > self.keep_alive {
+                Verdict::Close
+            } else {
+                Verdict::Continue
+            };
+        }
+        self.stalled_ticks = 0;
         if got_bytes || self.head_ticks.is_some() {
             // Bytes of a head that hasn't completed: header_read runs from the first tick
             // that saw them.
@@ -316,10 +361,25 @@ mod tests {
     }
 
     #[test]
+    fn writes_keep_it_open_and_a_stalled_response_is_closed() {
+        let (mut d, s) = dog(200, 200);
+        // Writing the tail of a response after hyper dropped its body.
+        for _ in 0..20 {
+            s.wrote_bytes.store(true, Ordering::Relaxed);
+            assert_eq!(d.on_tick(), Verdict::Continue);
+        }
+        // A response in flight that stops moving.
+        s.in_flight.store(1, Ordering::Relaxed);
+        let verdicts: Vec<_> = (0..8).map(|_| d.on_tick()).collect();
+        assert_eq!(verdicts.iter().position(|v| *v == Verdict::Close), Some(4));
+    }
+
+    #[test]
     fn requests_and_responses_in_flight_keep_it_open() {
         let (mut d, s) = dog(200, 200);
         s.in_flight.store(1, Ordering::Relaxed);
         for _ in 0..20 {
+            s.wrote_bytes.store(true, Ordering::Relaxed);
             assert_eq!(d.on_tick(), Verdict::Continue);
         }
         s.in_flight.store(0, Ordering::Relaxed);

@@ -347,7 +347,8 @@ async fn serve_connection(
             }
             _ = sleep.as_mut() => {
                 if dog.on_tick() == conn::Verdict::Close {
-                    // Idle past keep_alive, or a head too slow: nothing is in flight.
+                    // Idle past keep_alive, a head too slow, or a response that stopped
+                    // moving: drop the connection.
                     return;
                 }
                 // Drain is noticed on the tick (at most a second late) rather than by

@@ -64,17 +64,18 @@ pub(crate) fn current() -> Option<Arc<Channel>> {
 }
 
 impl Channel {
-    /// A marker standing for `len` bytes of `file` at `offset` (at most [`REGION_LEN`]), or
-    /// `Pending` until the previous marker has been sent.
+    /// A marker standing for `len` bytes of `file` at `offset` (at most [`REGION_LEN`]),
+    /// `Pending` until the previous marker has been sent, or `None` if the channel is
+    /// unusable (the caller then reads the file itself).
     pub(crate) fn offer(
         &self,
         cx: &mut Context<'_>,
         file: &Arc<File>,
         offset: u64,
         len: u64,
-    ) -> Poll<Bytes> {
+    ) -> Poll<Option<Bytes>> {
         let Ok(mut st) = self.state.lock() else {
-            return Poll::Pending;
+            return Poll::Ready(None);
         };
         if st.job.is_some() {
             st.waiting = Some(cx.waker().clone());
@@ -86,7 +87,7 @@ impl Channel {
             offset,
             len,
         });
-        Poll::Ready(Bytes::from_static(&REGION[..len]))
+        Poll::Ready(Some(Bytes::from_static(&REGION[..len])))
     }
 
     /// Writes `bufs`, sending any marker with `sendfile`. `None` if no marker is among them,

@@ -55,6 +55,11 @@ impl FileBody {
         self.sendfile = true;
     }
 
+    /// Bytes still to come.
+    pub(crate) fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
     fn took(&mut self, chunk: Bytes) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let n = chunk.len() as u64;
         self.remaining = self.remaining.saturating_sub(n);
@@ -106,10 +111,11 @@ impl Body for FileBody {
                     };
                     if this.sendfile {
                         if let Some(ch) = crate::server::sendfile::current() {
-                            return match ch.offer(cx, &file, offset, len) {
-                                Poll::Ready(marker) => this.took(marker),
-                                Poll::Pending => Poll::Pending,
-                            };
+                            match ch.offer(cx, &file, offset, len) {
+                                Poll::Ready(Some(marker)) => return this.took(marker),
+                                Poll::Ready(None) => {}
+                                Poll::Pending => return Poll::Pending,
+                            }
                         }
                     }
                     let want = len.min(CHUNK) as usize;

@@ -18,8 +18,13 @@ pub enum Precondition {
 /// Evaluates the preconditions in the order of RFC 9110 §13.2.2.
 pub fn evaluate(headers: &HeaderMap, etag: &HeaderValue, modified: SystemTime) -> Precondition {
     // Step 1: If-Match, strong comparison (§13.1.1).
-    if let Some(v) = headers.get(IF_MATCH) {
-        if !list_matches(v, etag, true) {
+    // A list header may come on several lines (RFC 9110 §5.3): any line may match.
+    if headers.contains_key(IF_MATCH) {
+        if !headers
+            .get_all(IF_MATCH)
+            .iter()
+            .any(|v| list_matches(v, etag, true))
+        {
             return Precondition::Failed;
         }
     } else if let Some(date) = headers.get(IF_UNMODIFIED_SINCE).and_then(parse_date) {
@@ -29,8 +34,12 @@ pub fn evaluate(headers: &HeaderMap, etag: &HeaderValue, modified: SystemTime) -
         }
     }
     // Step 3: If-None-Match, weak comparison (§13.1.2); for GET and HEAD a match is 304.
-    if let Some(v) = headers.get(IF_NONE_MATCH) {
-        if list_matches(v, etag, false) {
+    if headers.contains_key(IF_NONE_MATCH) {
+        if headers
+            .get_all(IF_NONE_MATCH)
+            .iter()
+            .any(|v| list_matches(v, etag, false))
+        {
             return Precondition::NotModified;
         }
     } else if let Some(date) = headers.get(IF_MODIFIED_SINCE).and_then(parse_date) {
@@ -170,6 +179,22 @@ mod tests {
             Precondition::Proceed
         );
         assert_eq!(eval(&[(IF_NONE_MATCH, "\"a,bc\"")]), Precondition::Proceed);
+    }
+
+    #[test]
+    fn list_headers_on_several_lines() {
+        assert_eq!(
+            eval(&[(IF_MATCH, "\"x\""), (IF_MATCH, "\"abc\"")]),
+            Precondition::Proceed
+        );
+        assert_eq!(
+            eval(&[(IF_NONE_MATCH, "\"x\""), (IF_NONE_MATCH, "\"abc\"")]),
+            Precondition::NotModified
+        );
+        assert_eq!(
+            eval(&[(IF_NONE_MATCH, "\"x\""), (IF_NONE_MATCH, "\"y\"")]),
+            Precondition::Proceed
+        );
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl StaticFiles {
     async fn answer(&self, parts: &http::request::Parts, resolved: Resolved) -> Response<Body> {
         match resolved {
             Resolved::File(entry) => self.respond(parts, &entry),
-            Resolved::AddSlash => add_slash(parts),
+            Resolved::AddSlash => add_slash(&parts.uri),
             Resolved::BadRequest => plain(StatusCode::BAD_REQUEST, "bad request\n"),
             Resolved::Forbidden => plain(StatusCode::FORBIDDEN, "forbidden\n"),
             Resolved::NotFound => self.not_found(parts).await,
@@ -358,10 +358,10 @@ fn boundary(entry: &FileEntry) -> String {
     format!("gatehouse-{tag}")
 }
 
-fn add_slash(parts: &http::request::Parts) -> Response<Body> {
+pub(crate) fn add_slash(uri: &http::Uri) -> Response<Body> {
     // A relative reference (RFC 9110 §10.2.2) to the last segment plus '/', so that it is
     // right under whatever prefix the route was mounted at.
-    let path = parts.uri.path();
+    let path = uri.path();
     let last = path.rsplit('/').next().unwrap_or("");
     let mut loc = String::with_capacity(last.len() + 2);
     if last.is_empty() {
@@ -370,7 +370,7 @@ fn add_slash(parts: &http::request::Parts) -> Response<Body> {
         loc.push_str(last);
         loc.push('/');
     }
-    if let Some(q) = parts.uri.query() {
+    if let Some(q) = uri.query() {
         loc.push('?');
         loc.push_str(q);
     }

@@ -117,6 +117,9 @@ pub(crate) enum Check {
         path: PathBuf,
         expect: Option<Stamp>,
     },
+    /// Every one of these (an index file and its directory, which changes when a
+    /// preferred index file appears).
+    All(Box<[Check]>),
 }
 
 impl Check {
@@ -128,6 +131,7 @@ impl Check {
                 (Err(_), None) => true,
                 _ => false,
             },
+            Check::All(checks) => checks.iter().all(Check::still_valid),
         }
     }
 }

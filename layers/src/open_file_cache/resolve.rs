@@ -127,7 +127,9 @@ impl Resolver {
                 let candidate = path.join(name);
                 if let Ok(m) = std::fs::metadata(&candidate) {
                     if m.is_file() && self.inside_root(&candidate) {
-                        return self.open_file(candidate, &m);
+                        let (resolved, check) = self.open_file(candidate, &m);
+                        let both = Check::All(Box::new([check, stat_check(&path)]));
+                        return (resolved, both);
                     }
                 }
             }
@@ -153,6 +155,15 @@ impl Resolver {
         }
     }
 
+    fn opened_inside_root(&self, file: &File) -> bool {
+        use std::os::fd::AsRawFd;
+        match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            Ok(real) => real.starts_with(&self.inner.canonical_root),
+            // Without /proc, the check before the open stands alone.
+            Err(_) => true,
+        }
+    }
+
     fn open_file(&self, path: PathBuf, meta: &std::fs::Metadata) -> (Resolved, Check) {
         // O_NONBLOCK: should the path be swapped for a FIFO between stat and open, the open
         // must not hang a blocking-pool thread.
@@ -167,6 +178,11 @@ impl Resolver {
             }
             Err(_) => return absent(path),
         };
+        // The path was checked before the open; a symlink swapped in between would lead
+        // elsewhere, so check what was actually opened.
+        if !self.inner.follow_symlinks_outside_root && !self.opened_inside_root(&file) {
+            return (Resolved::NotFound, stat_check(&path));
+        }
         // The stamp of the descriptor we read from: if the file changed since the path's
         // stat, the next check sees a different stamp and reloads.
         let meta = file.metadata().unwrap_or_else(|_| meta.clone());
