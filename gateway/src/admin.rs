@@ -47,14 +47,9 @@ pub(crate) async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let _ = stream.set_nodelay(true);
-                let svc = TowerToHyperService::new(app.clone());
-                tokio::spawn(async move {
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
+                if let Ok((stream, _)) = accepted {
+                    spawn_connection(stream, &app, true);
+                }
             }
             // Keep answering /readyz (503) while the public listeners drain; stop once
             // every public connection is gone.
@@ -64,14 +59,9 @@ pub(crate) async fn serve(
                 loop {
                     tokio::select! {
                         accepted = listener.accept() => {
-                            let Ok((stream, _)) = accepted else { continue };
-                            let svc = TowerToHyperService::new(app.clone());
-                            tokio::spawn(async move {
-                                let _ = http1::Builder::new()
-                                    .keep_alive(false)
-                                    .serve_connection(TokioIo::new(stream), svc)
-                                    .await;
-                            });
+                            if let Ok((stream, _)) = accepted {
+                                spawn_connection(stream, &app, false);
+                            }
                         }
                         _ = &mut drained => return,
                     }
@@ -79,4 +69,15 @@ pub(crate) async fn serve(
             }
         }
     }
+}
+
+fn spawn_connection(stream: tokio::net::TcpStream, app: &Router, keep_alive: bool) {
+    let _ = stream.set_nodelay(true);
+    let svc = TowerToHyperService::new(app.clone());
+    tokio::spawn(async move {
+        let _ = http1::Builder::new()
+            .keep_alive(keep_alive)
+            .serve_connection(TokioIo::new(stream), svc)
+            .await;
+    });
 }

@@ -139,10 +139,7 @@ impl Channel {
             let n = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, want) };
             match n {
                 n if n < 0 => Err(io::Error::last_os_error()),
-                0 => Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "file truncated while being sent",
-                )),
+                0 => Err(crate::static_files::truncated()),
                 n => Ok(n as usize),
             }
         });

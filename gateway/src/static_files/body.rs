@@ -96,11 +96,10 @@ impl Body for FileBody {
             match this.segments.front() {
                 None => return Poll::Ready(None),
                 Some(Segment::Bytes(_)) => {
-                    let Some(Segment::Bytes(b)) = this.segments.pop_front() else {
-                        unreachable!("front was Bytes")
-                    };
-                    this.remaining = this.remaining.saturating_sub(b.len() as u64);
-                    return Poll::Ready(Some(Ok(Frame::data(b))));
+                    if let Some(Segment::Bytes(b)) = this.segments.pop_front() {
+                        this.remaining = this.remaining.saturating_sub(b.len() as u64);
+                        return Poll::Ready(Some(Ok(Frame::data(b))));
+                    }
                 }
                 Some(&Segment::File { len: 0, .. }) => {
                     this.segments.pop_front();
@@ -151,7 +150,7 @@ impl Body for FileBody {
     }
 }
 
-fn truncated() -> io::Error {
+pub(crate) fn truncated() -> io::Error {
     io::Error::new(
         io::ErrorKind::UnexpectedEof,
         "file truncated while being sent",

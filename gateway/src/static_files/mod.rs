@@ -11,6 +11,7 @@
 //! [`OpenFileCacheLayer`]: gatehouse_layers::open_file_cache::OpenFileCacheLayer
 
 mod body;
+pub(crate) use body::truncated;
 pub use body::FileBody;
 pub mod conditional;
 pub mod range;
@@ -139,24 +140,10 @@ impl<B: Send + 'static> Service<Request<B>> for StaticFiles {
                     async move { Ok(this.answer(&parts, other).await) },
                 ))
             }
-            None if self.inner.cache.is_some() => {
-                let this = self.clone();
-                Either::Right(Box::pin(async move {
-                    let resolved = match &this.inner.cache {
-                        Some(cache) => cache.load(parts.uri.path()).await,
-                        None => Resolved::Forbidden,
-                    };
-                    Ok(this.answer(&parts, resolved).await)
-                }))
-            }
             None => {
                 let this = self.clone();
                 Either::Right(Box::pin(async move {
-                    let resolver = this.inner.resolver.clone();
-                    let path = parts.uri.path().to_owned();
-                    let resolved = tokio::task::spawn_blocking(move || resolver.resolve(&path))
-                        .await
-                        .unwrap_or(Resolved::Forbidden);
+                    let resolved = this.resolve_miss(parts.uri.path()).await;
                     Ok(this.answer(&parts, resolved).await)
                 }))
             }
@@ -165,6 +152,21 @@ impl<B: Send + 'static> Service<Request<B>> for StaticFiles {
 }
 
 impl StaticFiles {
+    /// A path not answered from memory: loaded through the cache (and kept there), or,
+    /// without one, resolved on the blocking pool.
+    async fn resolve_miss(&self, path: &str) -> Resolved {
+        match &self.inner.cache {
+            Some(cache) => cache.load(path).await,
+            None => {
+                let resolver = self.inner.resolver.clone();
+                let path = path.to_owned();
+                tokio::task::spawn_blocking(move || resolver.resolve(&path))
+                    .await
+                    .unwrap_or(Resolved::Forbidden)
+            }
+        }
+    }
+
     async fn answer(&self, parts: &http::request::Parts, resolved: Resolved) -> Response<Body> {
         match resolved {
             Resolved::File(entry) => self.respond(parts, &entry),
