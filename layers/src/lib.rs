@@ -4,6 +4,8 @@
 //!
 //! - [`open_file_cache`]: resolves request paths to files safely and caches what a hit
 //!   needs (metadata, formatted validators, small bodies), like nginx's `open_file_cache`.
+//! - [`precompress`]: compresses each version of a response once (br, zstd, gzip) and
+//!   serves it from memory; sends precompressed files from disk when present.
 //! - [`path`]: the one path normalisation every layer and the router share.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -11,3 +13,6 @@
 #[cfg(feature = "open-file-cache")]
 pub mod open_file_cache;
 pub mod path;
+#[cfg(feature = "precompress")]
+pub mod precompress;
+pub mod siblings;

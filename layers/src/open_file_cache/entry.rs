@@ -42,6 +42,8 @@ pub struct FileEntry {
     /// `Accept-Ranges`, `ETag` and `Last-Modified`. Cloning them costs less than inserting
     /// five headers into a new map on every request.
     pub headers: HeaderMap,
+    /// Fresh precompressed copies beside the file, when the resolver looks for them.
+    pub siblings: Option<Arc<crate::siblings::Siblings>>,
 }
 
 impl FileEntry {
@@ -71,6 +73,7 @@ impl FileEntry {
             file,
             path,
             headers,
+            siblings: None,
         }
     }
 }

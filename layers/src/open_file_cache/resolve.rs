@@ -1,5 +1,6 @@
 use super::entry::{Check, FileEntry, Resolved, Stamp};
 use crate::path::{normalize, PathError};
+use crate::siblings::{Siblings, SUFFIXES};
 use bytes::Bytes;
 use http::HeaderValue;
 use std::fs::{File, OpenOptions};
@@ -23,6 +24,7 @@ struct ResolverInner {
     hide_dotfiles: bool,
     follow_symlinks_outside_root: bool,
     inline_max: u64,
+    precompressed: bool,
 }
 
 impl Resolver {
@@ -39,6 +41,7 @@ impl Resolver {
                 hide_dotfiles: true,
                 follow_symlinks_outside_root: false,
                 inline_max: 64 * 1024,
+                precompressed: false,
             }),
         })
     }
@@ -72,6 +75,12 @@ impl Resolver {
     /// Files up to this many bytes are read into memory (default 64 KiB).
     pub fn inline_max(self, bytes: u64) -> Self {
         self.edit(|i| i.inline_max = bytes)
+    }
+
+    /// Look for precompressed siblings (`file.br`, `file.zst`, `file.gz`) when a file is
+    /// opened, and keep the fresh ones open with its entry (default off).
+    pub fn precompressed(self, on: bool) -> Self {
+        self.edit(|i| i.precompressed = on)
     }
 
     /// The inline limit set by [`inline_max`](Self::inline_max).
@@ -164,6 +173,33 @@ impl Resolver {
         }
     }
 
+    /// The siblings of `path` that exist, are regular files inside the root, and are not
+    /// older than the original.
+    fn siblings(&self, path: &Path, modified: std::time::SystemTime) -> Option<Arc<Siblings>> {
+        let mut files = Vec::new();
+        for suffix in SUFFIXES {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            let Ok(f) = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                .open(&p)
+            else {
+                continue;
+            };
+            if !self.inner.follow_symlinks_outside_root && !self.opened_inside_root(&f) {
+                continue;
+            }
+            let fresh = f
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t >= modified));
+            if fresh {
+                files.push((suffix, Arc::new(f)));
+            }
+        }
+        (!files.is_empty()).then(|| Arc::new(Siblings { modified, files }))
+    }
+
     fn open_file(&self, path: PathBuf, meta: &std::fs::Metadata) -> (Resolved, Check) {
         // O_NONBLOCK: should the path be swapped for a FIFO between stat and open, the open
         // must not hang a blocking-pool thread.
@@ -204,7 +240,7 @@ impl Resolver {
             (None, Some(Arc::new(file)))
         };
         let len = body.as_ref().map_or(len, |b| b.len() as u64);
-        let entry = FileEntry::new(
+        let mut entry = FileEntry::new(
             len,
             modified,
             stamp.etag(),
@@ -213,6 +249,9 @@ impl Resolver {
             file,
             path.clone(),
         );
+        if self.inner.precompressed {
+            entry.siblings = self.siblings(&path, modified);
+        }
         (
             Resolved::File(Arc::new(entry)),
             Check::Stat {

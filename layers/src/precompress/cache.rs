@@ -1,0 +1,214 @@
+//! Encoded variants, kept in memory by version.
+
+use super::negotiate::Encoding;
+use bytes::Bytes;
+use http::HeaderValue;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
+
+/// A version of a resource in one coding: the resource (a hash of host, path and query),
+/// the inner response's strong `ETag`, and the coding.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pub resource: u64,
+    pub etag: HeaderValue,
+    pub encoding: Encoding,
+}
+
+/// One encoded variant, with the header values a hit sends, formatted once.
+#[derive(Debug)]
+pub(crate) struct Variant {
+    /// `None` when encoding didn't make the body smaller: it is then sent as it is,
+    /// without trying again.
+    pub body: Option<Bytes>,
+    pub etag: HeaderValue,
+    pub len: HeaderValue,
+}
+
+impl Variant {
+    pub(crate) fn new(body: Option<Bytes>, etag: &HeaderValue, enc: Encoding) -> Variant {
+        Variant {
+            len: HeaderValue::from(body.as_ref().map_or(0, |b| b.len())),
+            etag: variant_etag(etag, enc),
+            body,
+        }
+    }
+}
+
+/// The variant's own strong validator: the original's with `-<coding>` inside the quotes,
+/// so that each representation has a distinct `ETag` (RFC 9110 §8.8.3).
+pub(crate) fn variant_etag(etag: &HeaderValue, enc: Encoding) -> HeaderValue {
+    let b = etag.as_bytes();
+    let mut v = Vec::with_capacity(b.len() + 6);
+    match b.split_last() {
+        Some((b'"', head)) => {
+            v.extend_from_slice(head);
+            v.push(b'-');
+            v.extend_from_slice(enc.token().as_bytes());
+            v.push(b'"');
+        }
+        _ => {
+            v.extend_from_slice(b);
+            v.push(b'-');
+            v.extend_from_slice(enc.token().as_bytes());
+        }
+    }
+    HeaderValue::from_bytes(&v).unwrap_or_else(|_| etag.clone())
+}
+
+/// The layer's store of encoded variants, bounded by bytes. Eviction is moka's: TinyLFU
+/// admission over an LRU, so one scan of cold files doesn't flush the hot ones. Cheap to
+/// clone; clones share the store.
+#[derive(Clone)]
+pub struct VariantCache {
+    inner: Arc<Inner>,
+}
+
+type Flight = Arc<OnceCell<Option<Arc<Variant>>>>;
+
+struct Inner {
+    map: moka::sync::Cache<Key, Arc<Variant>>,
+    /// Encodings in progress, so that concurrent misses for one key wait for one encoding.
+    /// Touched on misses only.
+    inflight: Mutex<HashMap<Key, Flight>>,
+    encodings: AtomicU64,
+    sibling_reads: AtomicU64,
+    max_bytes: u64,
+}
+
+/// Accounted per entry on top of its body, so that many tiny variants still count.
+const ENTRY_OVERHEAD: u64 = 256;
+
+impl VariantCache {
+    /// A store holding at most `max_bytes` of encoded bodies (plus a small per-entry
+    /// overhead).
+    pub fn new(max_bytes: u64) -> Self {
+        let map = moka::sync::Cache::builder()
+            .max_capacity(max_bytes)
+            .weigher(|k: &Key, v: &Arc<Variant>| {
+                let w = v.body.as_ref().map_or(0, |b| b.len() as u64)
+                    + k.etag.len() as u64
+                    + ENTRY_OVERHEAD;
+                u32::try_from(w).unwrap_or(u32::MAX)
+            })
+            .build();
+        VariantCache {
+            inner: Arc::new(Inner {
+                map,
+                inflight: Mutex::new(HashMap::new()),
+                encodings: AtomicU64::new(0),
+                sibling_reads: AtomicU64::new(0),
+                max_bytes,
+            }),
+        }
+    }
+
+    pub(crate) fn get(&self, key: &Key) -> Option<Arc<Variant>> {
+        self.inner.map.get(key)
+    }
+
+    /// The variant for `key`, made by `make` if no other request is making it already.
+    /// A caller that waits and finds the maker gone (its request was dropped) makes it
+    /// itself.
+    pub(crate) async fn get_or_make<F>(&self, key: Key, make: F) -> Option<Arc<Variant>>
+    where
+        F: Future<Output = Option<Arc<Variant>>>,
+    {
+        if let Some(v) = self.get(&key) {
+            return Some(v);
+        }
+        let flight = {
+            let mut g = self
+                .inner
+                .inflight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            g.entry(key.clone()).or_default().clone()
+        };
+        let v = flight
+            .get_or_init(|| async {
+                if let Some(v) = self.get(&key) {
+                    return Some(v);
+                }
+                let v = make.await;
+                if let Some(v) = &v {
+                    self.inner.map.insert(key.clone(), v.clone());
+                }
+                v
+            })
+            .await
+            .clone();
+        let mut g = self
+            .inner
+            .inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if g.get(&key).is_some_and(|f| Arc::ptr_eq(f, &flight)) {
+            g.remove(&key);
+        }
+        v
+    }
+
+    pub(crate) fn count_encoding(&self) {
+        self.inner.encodings.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_sibling_read(&self) {
+        self.inner.sibling_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bodies encoded so far (each one a cache fill, or a streamed response).
+    pub fn encodings(&self) -> u64 {
+        self.inner.encodings.load(Ordering::Relaxed)
+    }
+
+    /// Precompressed sibling files read so far.
+    pub fn sibling_reads(&self) -> u64 {
+        self.inner.sibling_reads.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held, as the budget counts them. Eviction runs in batches, so call
+    /// [`VariantCache::sync`] first for an exact figure.
+    pub fn weighted_size(&self) -> u64 {
+        self.inner.map.weighted_size()
+    }
+
+    pub fn entry_count(&self) -> u64 {
+        self.inner.map.entry_count()
+    }
+
+    pub fn max_bytes(&self) -> u64 {
+        self.inner.max_bytes
+    }
+
+    /// Runs pending evictions now.
+    pub fn sync(&self) {
+        self.inner.map.run_pending_tasks();
+    }
+}
+
+impl std::fmt::Debug for VariantCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VariantCache")
+            .field("entries", &self.entry_count())
+            .field("bytes", &self.weighted_size())
+            .field("max_bytes", &self.inner.max_bytes)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variant_etags_differ_per_coding() {
+        let e = HeaderValue::from_static("\"abc\"");
+        assert_eq!(variant_etag(&e, Encoding::Br), "\"abc-br\"");
+        assert_eq!(variant_etag(&e, Encoding::Gzip), "\"abc-gzip\"");
+        assert_eq!(variant_etag(&e, Encoding::Zstd), "\"abc-zstd\"");
+    }
+}

@@ -1,0 +1,130 @@
+use super::cache::VariantCache;
+use super::encode::Levels;
+use super::negotiate::Encoding;
+use super::predicate::{DefaultPredicate, Predicate};
+use super::service::Precompress;
+use std::sync::Arc;
+use tower_layer::Layer;
+
+/// Applies [`Precompress`] to a Service. Clones share one [`VariantCache`].
+#[derive(Clone)]
+pub struct PrecompressLayer<P = DefaultPredicate> {
+    pub(crate) settings: Arc<Settings<P>>,
+}
+
+pub(crate) struct Settings<P> {
+    pub order: Vec<Encoding>,
+    pub levels: Levels,
+    pub predicate: P,
+    pub cache: VariantCache,
+    pub max_size: u64,
+}
+
+impl<P: Clone> Clone for Settings<P> {
+    fn clone(&self) -> Self {
+        Settings {
+            order: self.order.clone(),
+            levels: self.levels,
+            predicate: self.predicate.clone(),
+            cache: self.cache.clone(),
+            max_size: self.max_size,
+        }
+    }
+}
+
+/// The default budget of encoded bytes held in memory.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+/// The default largest body encoded once and cached; larger ones are encoded as they
+/// stream.
+pub const DEFAULT_MAX_SIZE: u64 = 8 * 1024 * 1024;
+
+impl Default for PrecompressLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PrecompressLayer {
+    /// br, zstd and gzip in that order of preference, default levels and predicate, and a
+    /// cache of [`DEFAULT_CACHE_BYTES`].
+    pub fn new() -> Self {
+        PrecompressLayer {
+            settings: Arc::new(Settings {
+                order: vec![Encoding::Br, Encoding::Zstd, Encoding::Gzip],
+                levels: Levels::default(),
+                predicate: DefaultPredicate::default(),
+                cache: VariantCache::new(DEFAULT_CACHE_BYTES),
+                max_size: DEFAULT_MAX_SIZE,
+            }),
+        }
+    }
+}
+
+impl<P: Predicate> PrecompressLayer<P> {
+    fn edit(mut self, f: impl FnOnce(&mut Settings<P>)) -> Self {
+        f(Arc::make_mut(&mut self.settings));
+        self
+    }
+
+    /// The codings offered, in the server's order of preference, which decides between
+    /// codings the client weights equally. An empty list turns encoding off.
+    pub fn encodings(self, order: impl IntoIterator<Item = Encoding>) -> Self {
+        let mut v: Vec<Encoding> = Vec::new();
+        for e in order {
+            if !v.contains(&e) {
+                v.push(e);
+            }
+        }
+        self.edit(|s| s.order = v)
+    }
+
+    pub fn levels(self, levels: Levels) -> Self {
+        self.edit(|s| s.levels = levels.clamped())
+    }
+
+    /// A store to keep variants in, for instance one shared by several routes, or one
+    /// a test inspects.
+    pub fn cache(self, cache: VariantCache) -> Self {
+        self.edit(|s| s.cache = cache)
+    }
+
+    /// A new store of `bytes`.
+    pub fn max_cache_bytes(self, bytes: u64) -> Self {
+        self.cache(VariantCache::new(bytes))
+    }
+
+    /// Bodies larger than this are encoded as they stream, not cached.
+    pub fn max_size(self, bytes: u64) -> Self {
+        self.edit(|s| s.max_size = bytes)
+    }
+
+    /// Which responses to compress.
+    pub fn predicate<Q: Predicate>(self, predicate: Q) -> PrecompressLayer<Q> {
+        let s = &*self.settings;
+        PrecompressLayer {
+            settings: Arc::new(Settings {
+                order: s.order.clone(),
+                levels: s.levels,
+                predicate,
+                cache: s.cache.clone(),
+                max_size: s.max_size,
+            }),
+        }
+    }
+
+    /// The store this layer keeps variants in.
+    pub fn variant_cache(&self) -> &VariantCache {
+        &self.settings.cache
+    }
+}
+
+impl<S, P: Predicate> Layer<S> for PrecompressLayer<P> {
+    type Service = Precompress<S, P>;
+
+    fn layer(&self, inner: S) -> Precompress<S, P> {
+        Precompress {
+            inner,
+            settings: self.settings.clone(),
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Which responses are worth compressing.
+
+use http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{Response, StatusCode};
+
+/// Decides whether a response may be compressed. The layer only asks about 200 responses
+/// without a `Content-Encoding` of their own.
+pub trait Predicate: Clone + Send + Sync + 'static {
+    /// `size` is the body's exact length when known.
+    fn should_compress<B>(&self, res: &Response<B>, size: Option<u64>) -> bool;
+
+    /// Whether a response of this `Content-Type` could be compressed for some client: such
+    /// responses get `Vary: Accept-Encoding` even when sent as they are.
+    fn compressible_type(&self, content_type: &http::HeaderValue) -> bool {
+        let _ = content_type;
+        true
+    }
+}
+
+/// The default predicate: compressible types at or above a minimum size, never a response
+/// that is already encoded or marked `Cache-Control: no-transform` (RFC 9111 §5.2.2.6).
+#[derive(Debug, Clone)]
+pub struct DefaultPredicate {
+    min_size: u64,
+    types: Vec<TypePattern>,
+}
+
+/// The media types compressed by default: text, scripts, data formats, SVG, wasm and
+/// uncompressed font formats. Images, video, audio and archives are compressed already.
+pub const DEFAULT_TYPES: &[&str] = &[
+    "text/*",
+    "application/javascript",
+    "application/x-javascript",
+    "application/ecmascript",
+    "application/json",
+    "application/*+json",
+    "application/xml",
+    "application/*+xml",
+    "image/svg+xml",
+    "application/wasm",
+    "font/ttf",
+    "font/otf",
+    "application/x-font-ttf",
+    "application/x-font-otf",
+    "application/vnd.ms-fontobject",
+];
+
+/// Never compressed whatever the list says: events must reach the client as they are sent.
+const NEVER: &[&str] = &["text/event-stream"];
+
+impl Default for DefaultPredicate {
+    fn default() -> Self {
+        DefaultPredicate {
+            min_size: 1024,
+            types: DEFAULT_TYPES.iter().map(|t| TypePattern::new(t)).collect(),
+        }
+    }
+}
+
+impl DefaultPredicate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bodies smaller than this are sent as they are (default 1 KiB): the coding's framing
+    /// would eat most of the gain.
+    pub fn min_size(mut self, bytes: u64) -> Self {
+        self.min_size = bytes;
+        self
+    }
+
+    /// Replaces the list of compressible media types. A pattern is `type/subtype`,
+    /// `type/*`, or `type/*+suffix`; parameters and case are ignored.
+    pub fn types<I, S>(mut self, types: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.types = types
+            .into_iter()
+            .map(|t| TypePattern::new(t.as_ref()))
+            .collect();
+        self
+    }
+
+    fn type_matches(&self, content_type: &[u8]) -> bool {
+        let Ok(ct) = std::str::from_utf8(content_type) else {
+            return false;
+        };
+        let essence = ct.split(';').next().unwrap_or("").trim();
+        if NEVER.iter().any(|n| essence.eq_ignore_ascii_case(n)) {
+            return false;
+        }
+        self.types.iter().any(|p| p.matches(essence))
+    }
+}
+
+impl Predicate for DefaultPredicate {
+    fn should_compress<B>(&self, res: &Response<B>, size: Option<u64>) -> bool {
+        if res.status() != StatusCode::OK || res.headers().contains_key(CONTENT_ENCODING) {
+            return false;
+        }
+        let size = size.or_else(|| {
+            res.headers()
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+        });
+        if size.is_some_and(|s| s < self.min_size) {
+            return false;
+        }
+        if no_transform(res) {
+            return false;
+        }
+        res.headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|ct| self.type_matches(ct.as_bytes()))
+    }
+
+    fn compressible_type(&self, content_type: &http::HeaderValue) -> bool {
+        self.type_matches(content_type.as_bytes())
+    }
+}
+
+pub(crate) fn no_transform<B>(res: &Response<B>) -> bool {
+    res.headers().get_all(CACHE_CONTROL).iter().any(|v| {
+        v.to_str().is_ok_and(|s| {
+            s.split(',')
+                .any(|d| d.trim().eq_ignore_ascii_case("no-transform"))
+        })
+    })
+}
+
+#[derive(Debug, Clone)]
+enum TypePattern {
+    Exact(String),
+    /// `text/*`: the top-level type, with its slash.
+    Top(String),
+    /// `application/*+json`: the top-level type with its slash, and the suffix with its plus.
+    Suffix(String, String),
+}
+
+impl TypePattern {
+    fn new(p: &str) -> TypePattern {
+        let p = p
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match p.split_once("/*") {
+            Some((top, "")) => TypePattern::Top(format!("{top}/")),
+            Some((top, rest)) if rest.starts_with('+') => {
+                TypePattern::Suffix(format!("{top}/"), rest.to_owned())
+            }
+            _ => TypePattern::Exact(p),
+        }
+    }
+
+    fn matches(&self, essence: &str) -> bool {
+        let starts = |p: &str| {
+            essence.len() >= p.len()
+                && essence.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+        };
+        match self {
+            TypePattern::Exact(t) => essence.eq_ignore_ascii_case(t),
+            TypePattern::Top(top) => starts(top) && essence.len() > top.len(),
+            TypePattern::Suffix(top, suffix) => {
+                starts(top)
+                    && essence.len() > top.len() + suffix.len()
+                    && essence.as_bytes()[essence.len() - suffix.len()..]
+                        .eq_ignore_ascii_case(suffix.as_bytes())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn res(ct: &str, len: u64) -> Response<()> {
+        let mut r = Response::new(());
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
+        r.headers_mut()
+            .insert(CONTENT_LENGTH, HeaderValue::from(len));
+        r
+    }
+
+    #[test]
+    fn default_types() {
+        let p = DefaultPredicate::default();
+        for ct in [
+            "text/html; charset=utf-8",
+            "text/css",
+            "application/javascript",
+            "application/json",
+            "application/ld+json",
+            "application/rss+xml",
+            "image/svg+xml",
+            "application/wasm",
+            "font/ttf",
+            "TEXT/PLAIN",
+        ] {
+            assert!(p.should_compress(&res(ct, 4096), None), "{ct}");
+        }
+        for ct in [
+            "image/png",
+            "image/jpeg",
+            "video/mp4",
+            "application/zip",
+            "application/gzip",
+            "font/woff2",
+            "text/event-stream",
+            "application/octet-stream",
+        ] {
+            assert!(!p.should_compress(&res(ct, 4096), None), "{ct}");
+        }
+    }
+
+    #[test]
+    fn small_encoded_and_no_transform_are_left_alone() {
+        let p = DefaultPredicate::default();
+        assert!(!p.should_compress(&res("text/plain", 1023), None));
+        assert!(p.should_compress(&res("text/plain", 1024), None));
+        assert!(!p.should_compress(&res("text/plain", 4096), Some(10)));
+        let mut r = res("text/plain", 4096);
+        r.headers_mut()
+            .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        assert!(!p.should_compress(&r, None));
+        let mut r = res("text/plain", 4096);
+        r.headers_mut().insert(
+            CACHE_CONTROL,
+            HeaderValue::from_static("public, No-Transform"),
+        );
+        assert!(!p.should_compress(&r, None));
+        let mut r = res("text/plain", 4096);
+        *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+        assert!(!p.should_compress(&r, None));
+    }
+
+    #[test]
+    fn custom_types_and_size() {
+        let p = DefaultPredicate::new()
+            .types(["application/x-custom"])
+            .min_size(0);
+        assert!(p.should_compress(&res("application/x-custom", 1), None));
+        assert!(!p.should_compress(&res("text/plain", 1), None));
+    }
+}

@@ -1,0 +1,213 @@
+use super::body::PrecompressBody;
+use super::future::{Ctx, ResponseFuture};
+use super::layer::Settings;
+use super::negotiate::{negotiate, Choice};
+use super::predicate::{DefaultPredicate, Predicate};
+use http::header::{HOST, IF_NONE_MATCH};
+use http::{HeaderValue, Method, Request, Response};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// Compresses responses once per version and serves the encoded variants from memory.
+/// See the [module docs](super).
+pub struct Precompress<S, P = DefaultPredicate> {
+    pub(crate) inner: S,
+    pub(crate) settings: Arc<Settings<P>>,
+}
+
+impl<S: Clone, P> Clone for Precompress<S, P> {
+    fn clone(&self) -> Self {
+        Precompress {
+            inner: self.inner.clone(),
+            settings: self.settings.clone(),
+        }
+    }
+}
+
+impl<S, P> Precompress<S, P> {
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The store the variants are kept in.
+    pub fn variant_cache(&self) -> &super::VariantCache {
+        &self.settings.cache
+    }
+}
+
+impl<S, P, ReqB, B> Service<Request<ReqB>> for Precompress<S, P>
+where
+    S: Service<Request<ReqB>, Response = Response<B>>,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    P: Predicate,
+{
+    type Response = Response<PrecompressBody<B>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, B, P>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        let ctx = match negotiate(req.headers(), &self.settings.order) {
+            Choice::Identity => None,
+            Choice::NotAcceptable => return ResponseFuture::not_acceptable(),
+            Choice::Encode(encoding) => {
+                // HEAD answers with the headers GET would have, and those of an encoded
+                // variant are only known once it has been made: ask the inner Service for
+                // the GET and drop the body.
+                let head = req.method() == Method::HEAD;
+                if head {
+                    *req.method_mut() = Method::GET;
+                }
+                let if_none_match = split_if_none_match(req.headers_mut());
+                Some(Ctx {
+                    encoding,
+                    head,
+                    if_none_match,
+                    resource: resource_hash(&req),
+                })
+            }
+        };
+        ResponseFuture::new(self.inner.call(req), ctx, self.settings.clone())
+    }
+}
+
+/// The request's resource, for the cache key: host, path and query.
+fn resource_hash<B>(req: &Request<B>) -> u64 {
+    static STATE: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+    let mut h = STATE.get_or_init(Default::default).build_hasher();
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().as_bytes())
+        .or_else(|| req.headers().get(HOST).map(|v| v.as_bytes()))
+        .unwrap_or(b"");
+    host.hash(&mut h);
+    req.uri()
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .hash(&mut h);
+    h.finish()
+}
+
+/// The suffixes this layer gives variant tags.
+const VARIANT_SUFFIXES: [&str; 3] = ["-br\"", "-zstd\"", "-gzip\""];
+
+/// Takes the tags of encoded variants out of `If-None-Match`, which the inner Service
+/// can't match (it knows only its own validator), and returns the header as the client
+/// sent it, for the layer to evaluate against the variant it sends.
+fn split_if_none_match(headers: &mut http::HeaderMap) -> Option<Vec<HeaderValue>> {
+    if !headers.contains_key(IF_NONE_MATCH) {
+        return None;
+    }
+    let original: Vec<HeaderValue> = headers.get_all(IF_NONE_MATCH).iter().cloned().collect();
+    let is_variant = |t: &str| VARIANT_SUFFIXES.iter().any(|s| t.ends_with(s));
+    let any_variant = original
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(entity_tags)
+        .any(is_variant);
+    if any_variant {
+        let kept: Vec<&str> = original
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(entity_tags)
+            .filter(|t| !is_variant(t))
+            .collect();
+        headers.remove(IF_NONE_MATCH);
+        if !kept.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&kept.join(", ")) {
+                headers.insert(IF_NONE_MATCH, v);
+            }
+        }
+    }
+    Some(original)
+}
+
+/// The members of an `If-None-Match` list (`*` or entity tags, RFC 9110 §13.1.2), split on
+/// the commas outside quotes.
+pub(crate) fn entity_tags(v: &str) -> impl Iterator<Item = &str> {
+    let mut rest = v;
+    std::iter::from_fn(move || loop {
+        rest = rest.trim_start_matches([' ', '\t', ',']);
+        if rest.is_empty() {
+            return None;
+        }
+        let mut quoted = false;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                if c == '"' {
+                    quoted = !quoted;
+                }
+                c == ',' && !quoted
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        let tag = rest[..end].trim();
+        rest = &rest[end..];
+        if !tag.is_empty() {
+            return Some(tag);
+        }
+    })
+}
+
+/// Weak comparison (RFC 9110 §8.8.3.2), as `If-None-Match` uses: `W/` is ignored.
+pub(crate) fn none_match_hits(values: &[HeaderValue], etag: &HeaderValue) -> bool {
+    let Ok(etag) = etag.to_str() else {
+        return false;
+    };
+    let etag = etag.strip_prefix("W/").unwrap_or(etag);
+    values
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(entity_tags)
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_split_outside_quotes() {
+        let t: Vec<&str> = entity_tags(r#""a", W/"b,c" ,"d""#).collect();
+        assert_eq!(t, [r#""a""#, r#"W/"b,c""#, r#""d""#]);
+        assert_eq!(entity_tags("*").collect::<Vec<_>>(), ["*"]);
+        assert_eq!(entity_tags(" , ").count(), 0);
+    }
+
+    #[test]
+    fn variant_tags_are_hidden_from_the_inner_service() {
+        let mut h = http::HeaderMap::new();
+        h.insert(
+            IF_NONE_MATCH,
+            HeaderValue::from_static(r#""x-br", "y", W/"z-gzip""#),
+        );
+        let orig = split_if_none_match(&mut h).unwrap();
+        assert_eq!(h.get(IF_NONE_MATCH).unwrap(), r#""y""#);
+        assert_eq!(orig.len(), 1);
+        let mut h = http::HeaderMap::new();
+        h.insert(IF_NONE_MATCH, HeaderValue::from_static(r#""x-zstd""#));
+        split_if_none_match(&mut h);
+        assert!(h.get(IF_NONE_MATCH).is_none());
+    }
+
+    #[test]
+    fn none_match_is_weak() {
+        let v = [HeaderValue::from_static(r#"W/"a-br", "b""#)];
+        assert!(none_match_hits(&v, &HeaderValue::from_static(r#""a-br""#)));
+        assert!(!none_match_hits(
+            &v,
+            &HeaderValue::from_static(r#""a-gzip""#)
+        ));
+        assert!(none_match_hits(
+            &[HeaderValue::from_static("*")],
+            &HeaderValue::from_static(r#""q""#)
+        ));
+    }
+}
