@@ -113,6 +113,95 @@ pub struct Route {
     /// Serve static files.
     #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
     pub static_files: Option<StaticConfig>,
+    /// Compression of the route's responses, on by default.
+    #[serde(default)]
+    pub compression: CompressionConfig,
+}
+
+/// A content coding gatehouse can send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Coding {
+    Br,
+    Zstd,
+    Gzip,
+}
+
+impl std::str::FromStr for Coding {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "br" => Ok(Coding::Br),
+            "zstd" => Ok(Coding::Zstd),
+            "gzip" => Ok(Coding::Gzip),
+            _ => Err("expected br, zstd or gzip".into()),
+        }
+    }
+}
+
+/// `[routes.compression]`: each version of a response is compressed once and served
+/// from memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompressionConfig {
+    pub enabled: bool,
+    /// Codings offered, in the server's order of preference (which breaks the client's
+    /// ties).
+    #[serde(deserialize_with = "one_or_many")]
+    pub encodings: Vec<Coding>,
+    /// 1–9.
+    pub gzip_level: u32,
+    /// 0–11.
+    pub br_level: u32,
+    /// 1–22.
+    pub zstd_level: i32,
+    /// Bytes of compressed variants held in memory for this route.
+    pub cache_max_bytes: u64,
+    /// Bodies smaller than this are sent as they are.
+    pub min_size: u64,
+    /// Bodies larger than this are compressed as they stream, not cached.
+    pub max_size: u64,
+    /// Compressible media types: `type/subtype`, `type/*` or `type/*+suffix`.
+    #[serde(deserialize_with = "one_or_many")]
+    pub types: Vec<String>,
+    /// Static routes: send `file.br`, `file.zst`, `file.gz` from disk when present and not
+    /// older than the file.
+    pub precompressed: bool,
+}
+
+impl Default for CompressionConfig {
+    fn default() -> Self {
+        CompressionConfig {
+            enabled: true,
+            encodings: vec![Coding::Br, Coding::Zstd, Coding::Gzip],
+            gzip_level: 6,
+            br_level: 5,
+            zstd_level: 3,
+            cache_max_bytes: 64 * 1024 * 1024,
+            min_size: 1024,
+            max_size: 8 * 1024 * 1024,
+            types: [
+                "text/*",
+                "application/javascript",
+                "application/x-javascript",
+                "application/ecmascript",
+                "application/json",
+                "application/*+json",
+                "application/xml",
+                "application/*+xml",
+                "image/svg+xml",
+                "application/wasm",
+                "font/ttf",
+                "font/otf",
+                "application/x-font-ttf",
+                "application/x-font-otf",
+                "application/vnd.ms-fontobject",
+            ]
+            .map(String::from)
+            .to_vec(),
+            precompressed: true,
+        }
+    }
 }
 
 fn slash() -> String {
@@ -129,6 +218,7 @@ impl Route {
                 root,
                 ..StaticConfig::default()
             }),
+            compression: CompressionConfig::default(),
         }
     }
 

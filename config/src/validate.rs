@@ -177,6 +177,40 @@ pub(crate) fn normalise_and_validate(
                 "must be longer than zero when strict = false",
             );
         }
+        let comp = &route.compression;
+        let kc = format!("{k}.compression");
+        for (key, ok, range) in [
+            ("gzip_level", (1..=9).contains(&comp.gzip_level), "1 to 9"),
+            ("br_level", comp.br_level <= 11, "0 to 11"),
+            ("zstd_level", (1..=22).contains(&comp.zstd_level), "1 to 22"),
+        ] {
+            if !ok {
+                c.err(format!("{kc}.{key}"), format!("must be {range}"));
+            }
+        }
+        let mut seen = HashSet::new();
+        if comp.encodings.iter().any(|e| !seen.insert(*e)) {
+            c.err(format!("{kc}.encodings"), "lists a coding twice");
+        }
+        if comp.min_size > comp.max_size {
+            c.err(format!("{kc}.min_size"), "must not exceed max_size");
+        }
+        for (j, t) in comp.types.iter().enumerate() {
+            let ok = t.split_once('/').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && t.bytes()
+                        .all(|c| c.is_ascii_graphic() && c != b';' && c != b',')
+            });
+            if !ok {
+                c.err(
+                    format!("{kc}.types.{j}"),
+                    format!(
+                        "{t:?} is not a media type pattern (type/subtype, type/* or type/*+suffix)"
+                    ),
+                );
+            }
+        }
     }
 
     if c.errors.is_empty() {
