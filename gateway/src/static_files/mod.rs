@@ -272,6 +272,9 @@ impl StaticFiles {
         let mut res = Response::new(body);
         *res.status_mut() = status;
         *res.headers_mut() = entry.headers.clone();
+        if let Some(s) = &entry.siblings {
+            res.extensions_mut().insert(s.clone());
+        }
         if let Some(cc) = &self.inner.cache_control {
             res.headers_mut().insert(CACHE_CONTROL, cc.clone());
         }

@@ -74,6 +74,13 @@ impl TestServer {
         )
     }
 
+    pub fn head_with(&self, path: &str, headers: &str) -> Resp {
+        send(
+            self.addr,
+            &format!("HEAD {path} HTTP/1.1\r\nHost: test\r\n{headers}\r\n"),
+        )
+    }
+
     pub fn handle(&self) -> &gatehouse::Handle {
         self.handle.as_ref().expect("running")
     }
