@@ -15,7 +15,7 @@ OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-64}
 WARMUP=${WARMUP:-2s}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 # Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
 RUNTIME=${RUNTIME:-}
@@ -54,13 +54,23 @@ WWW="$WORK/www"
 mkdir -p "$WWW"
 head -c 1024 /dev/urandom > "$WWW/1k.bin"
 head -c $((1024 * 1024)) /dev/urandom > "$WWW/1m.bin"
+cp "$ROOT/bench/app.js" "$WWW/app.js"
 chmod -R a+rX "$WWW"
 
 scenario_path() {
   case "$1" in
     static-1k) echo /1k.bin ;;
     static-1m) echo /1m.bin ;;
+    text-gzip) echo /app.js ;;
     *) return 1 ;;
+  esac
+}
+
+# The request header a scenario sends, if any.
+scenario_header() {
+  case "$1" in
+    text-gzip) echo "Accept-Encoding: gzip" ;;
+    *) echo "" ;;
   esac
 }
 
@@ -138,6 +148,10 @@ http {
   uwsgi_temp_path $WORK/nginx/uwsgi;
   scgi_temp_path $WORK/nginx/scgi;
   default_type application/octet-stream;
+  types { application/javascript js; }
+  gzip on;
+  gzip_comp_level 6;
+  gzip_types application/javascript;
   server {
     listen 127.0.0.1:$PORT_NGINX;
     root $WWW;
@@ -159,6 +173,9 @@ start_caddy() {
 }
 http://127.0.0.1:$PORT_CADDY {
   root * $WWW
+  encode {
+    gzip 6
+  }
   file_server
 }
 EOF
@@ -188,32 +205,48 @@ peak_rss_kib() { # sum of each process's peak RSS
   echo "$total"
 }
 
-check_body() { # port path expected-file
-  local got="$WORK/check.body"
-  if ! curl -s --compressed -o "$got" "http://127.0.0.1:$1$2"; then return 1; fi
-  cmp -s "$got" "$3"
+# Checks one response before the load: the body must be the file (for text-gzip: valid gzip,
+# sent as such, that decodes to the file). Prints the body length every response must have.
+check_body() { # port path expected-file header
+  local got="$WORK/check.body" hdrs="$WORK/check.headers"
+  if [ -z "$4" ]; then
+    curl -s -o "$got" "http://127.0.0.1:$1$2" || return 1
+    cmp -s "$got" "$3" || { say "  the body is not the file"; return 1; }
+  else
+    curl -s -D "$hdrs" -H "$4" -o "$got" "http://127.0.0.1:$1$2" || return 1
+    if ! grep -qi '^content-encoding: *gzip' "$hdrs"; then
+      say "  the response is not gzip-encoded (the server did not compress)"
+      return 1
+    fi
+    gzip -dc < "$got" | cmp -s - "$3" || { say "  the gzip body does not decode to the file"; return 1; }
+  fi
+  stat -c %s "$got"
 }
 
 measure() { # scenario server port
-  local scenario=$1 server=$2 port=$3 path expected url
+  local scenario=$1 server=$2 port=$3 path expected url header size
   path=$(scenario_path "$scenario")
+  header=$(scenario_header "$scenario")
   expected="$WWW${path}"
   url="http://127.0.0.1:$port$path"
-  if ! check_body "$port" "$path" "$expected"; then
-    say "  $server: the response to $path is not the file; not measured"
+  if ! size=$(check_body "$port" "$path" "$expected" "$header"); then
+    say "  $server: $path failed its check; not measured"
+    echo "$scenario $server" >> "$WORK/unmeasured"
     return 0
   fi
-  "$OHA" -z "$WARMUP" -c "$CONNECTIONS" --no-tui --disable-compression -w "$url" > /dev/null 2>&1 || true
+  local hargs=()
+  [ -n "$header" ] && hargs=(-H "$header")
+  "$OHA" -z "$WARMUP" -c "$CONNECTIONS" --no-tui --disable-compression -w "${hargs[@]}" "$url" > /dev/null 2>&1 || true
   local hz t0 t1
   hz=$(getconf CLK_TCK)
   t0=$(cpu_ticks)
-  "$OHA" -z "$DURATION" -c "$CONNECTIONS" --no-tui --disable-compression -w \
+  "$OHA" -z "$DURATION" -c "$CONNECTIONS" --no-tui --disable-compression -w "${hargs[@]}" \
     --output-format json "$url" > "$WORK/oha.json" 2> "$WORK/oha.err" || true
   t1=$(cpu_ticks)
   local rss
   rss=$(peak_rss_kib)
   python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
-    "$(stat -c %s "$expected")" >> "$ROWS" <<'PY'
+    "$size" >> "$ROWS" <<'PY'
 import json, sys
 path, scenario, server, ticks, hz, rss_kib, size = sys.argv[1:]
 ticks, hz, rss_kib, size = int(ticks), int(hz), int(rss_kib), int(size)
@@ -290,9 +323,10 @@ for scenario in "${SCEN[@]}"; do
   done
 done
 
-python3 - "$ROWS" "$OUT_DIR" "$DURATION" "$CONNECTIONS" <<'PY'
+touch "$WORK/unmeasured"
+python3 - "$ROWS" "$OUT_DIR" "$DURATION" "$CONNECTIONS" "$WORK/unmeasured" <<'PY'
 import json, sys, os, platform
-rows_path, out, duration, conns = sys.argv[1:]
+rows_path, out, duration, conns, unmeasured = sys.argv[1:]
 rows = [json.loads(l) for l in open(rows_path) if l.strip()]
 keys = ["scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "rss_mib", "requests", "errors"]
 json.dump([{k: r.get(k) for k in keys} for r in rows], open(os.path.join(out, "bench-results.json"), "w"), indent=2)
@@ -308,11 +342,17 @@ for r in rows:
     n = nginx.get(r["scenario"])
     ratio = ""
     if n and n.get("cpu_us_per_req") and r.get("cpu_us_per_req") is not None:
-        ratio = f"{r['cpu_us_per_req'] / n['cpu_us_per_req']:.2f}×"
+        q = r['cpu_us_per_req'] / n['cpu_us_per_req']
+        ratio = f"{q:.3f}×" if q < 0.1 else f"{q:.2f}×"
     lines.append(
         f"| {r['scenario']} | {r['server']} | {r['rps']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
         f"{r['cpu_us_per_req']} | {ratio} | {r['rss_mib']} | {r['requests']:,} | {r['errors']} |"
     )
+skipped = [l.split() for l in open(unmeasured) if l.strip()]
+if skipped:
+    lines.append("")
+    lines.append("Not measured, because the response failed its check (not the file, or for "
+                 "text-gzip not valid gzip of it): " + ", ".join(f"{s} on {sc}" for sc, s in skipped) + ".")
 open(os.path.join(out, "bench-results.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
