@@ -1,4 +1,4 @@
-use gatehouse_config::{Loader, RuntimeMode};
+use gatehouse_config::{Coding, Loader, RuntimeMode};
 
 fn load(toml: &str) -> Result<gatehouse_config::Config, gatehouse_config::ConfigErrors> {
     let root = std::env::temp_dir().display().to_string();
@@ -85,4 +85,46 @@ fn durations_are_human_readable() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("timeouts.keep_alive"), "{e}");
+}
+
+#[test]
+fn compression_is_on_by_default_and_checked() {
+    let c = load("").unwrap();
+    let comp = &c.routes[0].compression;
+    assert!(comp.enabled && comp.precompressed);
+    assert_eq!(comp.encodings, vec![Coding::Br, Coding::Zstd, Coding::Gzip]);
+    assert_eq!((comp.gzip_level, comp.br_level, comp.zstd_level), (6, 5, 3));
+
+    let c = load(
+        "[[routes]]\n[routes.static]\n[routes.compression]\nencodings = \"gzip\"\ngzip_level = 9\n",
+    )
+    .unwrap();
+    assert_eq!(c.routes[0].compression.encodings, vec![Coding::Gzip]);
+    assert_eq!(c.routes[0].compression.gzip_level, 9);
+
+    let e = load(
+        "[[routes]]\n[routes.static]\n[routes.compression]\ngzip_level = 10\nbr_level = 12\nzstd_level = 0\nencodings = [\"gzip\", \"gzip\"]\ntypes = [\"javascript\"]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    for key in [
+        "routes.0.compression.gzip_level",
+        "routes.0.compression.br_level",
+        "routes.0.compression.zstd_level",
+        "routes.0.compression.encodings",
+        "routes.0.compression.types.0",
+    ] {
+        assert!(e.contains(key), "{key} missing from: {e}");
+    }
+    let e = load("[[routes]]\n[routes.static]\n[routes.compression]\nencodings = [\"deflate\"]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("encodings") && e.contains("br, zstd or gzip"),
+        "{e}"
+    );
+    let e = load("[[routes]]\n[routes.static]\n[routes.compression]\nlevel = 3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("level"), "{e}");
 }

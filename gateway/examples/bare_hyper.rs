@@ -1,6 +1,6 @@
 //! The floor for `static-1k`: hyper alone answering every request with the same 1 KiB
 //! `Bytes`, on one current-thread runtime per core, as gatehouse's per-core mode does.
-//! `cargo run --release --example bare_hyper -- 127.0.0.1:18080`, then load it like the
+//! `cargo run --release --example bare_hyper -- 127.0.0.1:18080 [body-bytes]`, then load it like the
 //! bench does, to see how far gatehouse's own work is from what hyper costs.
 
 use bytes::Bytes;
@@ -18,7 +18,12 @@ fn main() {
         .unwrap_or_else(|| "127.0.0.1:18080".into())
         .parse()
         .expect("an address such as 127.0.0.1:18080");
-    let body = Bytes::from(vec![b'x'; 1024]);
+    // An optional body size: the gzip of the text-gzip scenario's script is about 6 KB.
+    let size: usize = std::env::args()
+        .nth(2)
+        .map_or(Ok(1024), |s| s.parse())
+        .expect("a body size in bytes");
+    let body = Bytes::from(vec![b'x'; size]);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let listeners = gatehouse::server::listener::bind_group(addr, cores).expect("bind");
     let threads: Vec<_> = listeners

@@ -148,6 +148,18 @@ fn a_variants_etag_gives_304_and_only_for_that_variant() {
     let r = s.get_with("/big.js", &format!("If-None-Match: {id}\r\n"));
     assert_eq!(r.status, 304);
     assert_eq!(r.header("etag"), Some(id.as_str()));
+    // A 304 varies exactly when its 200 does.
+    assert!(varies(&r));
+    std::fs::write(s.root.join("pic.png"), script("png")).unwrap();
+    let png = s.get_with("/pic.png", &accept("gzip"));
+    assert!(!varies(&png));
+    let tag = png.header("etag").unwrap();
+    let r = s.get_with(
+        "/pic.png",
+        &format!("Accept-Encoding: gzip\r\nIf-None-Match: {tag}\r\n"),
+    );
+    assert_eq!(r.status, 304);
+    assert!(!varies(&r));
 }
 
 #[test]

@@ -285,6 +285,12 @@ impl StaticFiles {
         let mut res = Response::new(Body::empty());
         *res.status_mut() = status;
         self.common_headers(res.headers_mut(), entry);
+        if status == StatusCode::NOT_MODIFIED {
+            // Not required in a 304 (RFC 9110 §15.4.5), but it lets a compression layer
+            // send the same Vary as the 200 would have.
+            res.headers_mut()
+                .insert(CONTENT_TYPE, entry.content_type.clone());
+        }
         if status == StatusCode::PRECONDITION_FAILED {
             res.headers_mut()
                 .insert(CONTENT_LENGTH, HeaderValue::from_static("0"));

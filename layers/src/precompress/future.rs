@@ -354,9 +354,10 @@ where
 
 fn vary_if_compressible<B, P: Predicate>(res: &mut Response<B>, predicate: &P) {
     let st = res.status();
+    // A 304 gets the Vary its 200 would have had, judged by the same type, so it needs
+    // the inner Service to say the type (gatehouse's static files do).
     let applies = match st {
-        StatusCode::NOT_MODIFIED => true,
-        StatusCode::OK | StatusCode::PARTIAL_CONTENT => {
+        StatusCode::OK | StatusCode::PARTIAL_CONTENT | StatusCode::NOT_MODIFIED => {
             !res.headers().contains_key(CONTENT_ENCODING)
                 && res
                     .headers()
