@@ -192,6 +192,12 @@ pub(crate) fn normalise_and_validate(
         if comp.encodings.iter().any(|e| !seen.insert(*e)) {
             c.err(format!("{kc}.encodings"), "lists a coding twice");
         }
+        if comp.cache_max_bytes < comp.max_size {
+            c.err(
+                format!("{kc}.cache_max_bytes"),
+                "must be at least max_size: a variant larger than the cache is never kept, so it would be compressed again on every request",
+            );
+        }
         if comp.min_size > comp.max_size {
             c.err(format!("{kc}.min_size"), "must not exceed max_size");
         }

@@ -103,7 +103,7 @@ fn compression_is_on_by_default_and_checked() {
     assert_eq!(c.routes[0].compression.gzip_level, 9);
 
     let e = load(
-        "[[routes]]\n[routes.static]\n[routes.compression]\ngzip_level = 10\nbr_level = 12\nzstd_level = 0\nencodings = [\"gzip\", \"gzip\"]\ntypes = [\"javascript\"]\n",
+        "[[routes]]\n[routes.static]\n[routes.compression]\ngzip_level = 10\nbr_level = 12\nzstd_level = 0\nencodings = [\"gzip\", \"gzip\"]\ntypes = [\"javascript\"]\ncache_max_bytes = 1000\n",
     )
     .unwrap_err()
     .to_string();
@@ -113,6 +113,7 @@ fn compression_is_on_by_default_and_checked() {
         "routes.0.compression.zstd_level",
         "routes.0.compression.encodings",
         "routes.0.compression.types.0",
+        "routes.0.compression.cache_max_bytes",
     ] {
         assert!(e.contains(key), "{key} missing from: {e}");
     }

@@ -39,7 +39,7 @@ enum RouteService {
     Compressed(Precompress<StaticFiles>),
 }
 
-type StaticFuture = <StaticFiles as Service<Request<()>>>::Future;
+use crate::static_files::StaticFuture;
 type CompressedFuture = precompress::ResponseFuture<StaticFuture, GateBody, DefaultPredicate>;
 
 #[derive(Clone)]
@@ -117,7 +117,8 @@ fn route_service(route: &Route) -> io::Result<RouteService> {
         Some(st) => {
             let files = static_service(st, &route.compression)?;
             Ok(match compression_layer(&route.compression) {
-                Some(layer) => RouteService::Compressed(layer.layer(files)),
+                // A static file's bytes depend on the path alone.
+                Some(layer) => RouteService::Compressed(layer.key_by_path(true).layer(files)),
                 None => RouteService::Static(files),
             })
         }
@@ -251,13 +252,11 @@ impl GatewayRouter {
         }
         match &route.svc {
             RouteService::Static(s) => RouterFuture {
-                kind: Kind::Static {
-                    fut: s.clone().call(req),
-                },
+                kind: Kind::Static { fut: s.serve(req) },
             },
             RouteService::Compressed(s) => RouterFuture {
                 kind: Kind::Compressed {
-                    fut: s.clone().call(req),
+                    fut: s.call_with(req, |files, req| files.serve(req)),
                 },
             },
         }

@@ -326,3 +326,40 @@ fn not_acceptable_names_the_problem() {
     assert_eq!(r.status, 406);
     assert!(r.text().contains("no acceptable content coding"));
 }
+
+#[test]
+fn a_variant_tag_alone_never_falls_back_to_if_modified_since() {
+    // A new version in the same modification second (a fast redeploy): the client's
+    // If-Modified-Since still matches, but its variant tag is of the old bytes.
+    let (s, _) = with_script("big.js", "imsA");
+    let t = SystemTime::now() - Duration::from_secs(30);
+    set_mtime(&s.root.join("big.js"), t);
+    let old = s.get_with("/big.js", &accept("gzip"));
+    let old_tag = old.header("etag").unwrap().to_string();
+    let lm = old.header("last-modified").unwrap().to_string();
+    let v2 = script("imsB");
+    std::fs::write(s.root.join("big.js"), &v2).unwrap();
+    // The same second (all Last-Modified can say), a different nanosecond (the ETag sees it).
+    set_mtime(&s.root.join("big.js"), t + Duration::from_millis(1));
+    let r = s.get_with(
+        "/big.js",
+        &format!(
+            "Accept-Encoding: gzip\r\nIf-None-Match: {old_tag}\r\nIf-Modified-Since: {lm}\r\n"
+        ),
+    );
+    assert_eq!(
+        r.status, 200,
+        "the old variant's tag must not validate the new version"
+    );
+    assert_eq!(decode("gzip", &r.body), v2);
+}
+
+#[test]
+fn head_with_a_range_still_answers_like_get_without_one() {
+    let (s, _) = with_script("big.js", "headrange");
+    let g = s.get_with("/big.js", &accept("gzip"));
+    let h = s.head_with("/big.js", "Accept-Encoding: gzip\r\nRange: bytes=0-9\r\n");
+    assert_eq!(h.status, 200);
+    assert_eq!(h.header("content-range"), None);
+    assert_eq!(h.header("content-length"), g.header("content-length"));
+}

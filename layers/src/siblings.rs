@@ -29,25 +29,30 @@ impl Siblings {
             .map(|(_, f)| f)
     }
 
-    /// Reads a sibling whole, if it is still not older than the original.
-    pub fn read_fresh(&self, suffix: &str) -> std::io::Result<Option<Vec<u8>>> {
+    /// Reads a sibling whole, if it is at most `max_len` bytes and still not older than the
+    /// original. A sibling that changes while it is read is not used.
+    pub fn read_fresh(&self, suffix: &str, max_len: u64) -> std::io::Result<Option<Vec<u8>>> {
         use std::os::unix::fs::FileExt;
         let Some(file) = self.get(suffix) else {
             return Ok(None);
         };
-        let meta = file.metadata()?;
-        if meta.modified()? < self.modified {
+        let before = file.metadata()?;
+        if before.modified()? < self.modified || before.len() > max_len {
             return Ok(None);
         }
-        let mut buf = vec![0; meta.len() as usize];
+        let len = before.len() as usize;
+        let mut buf = vec![0; len];
         let mut at = 0;
-        while at < buf.len() {
+        while at < len {
             match file.read_at(&mut buf[at..], at as u64)? {
-                0 => break,
+                0 => return Ok(None),
                 n => at += n,
             }
         }
-        buf.truncate(at);
+        let after = file.metadata()?;
+        if after.len() != before.len() || after.modified()? != before.modified()? {
+            return Ok(None);
+        }
         Ok(Some(buf))
     }
 }

@@ -202,6 +202,7 @@ async fn without_a_strong_etag_the_body_is_encoded_as_it_streams() {
             before + 2,
             "nothing cached: encoded each time"
         );
+        cache.sync();
         assert_eq!(cache.entry_count(), 0);
     }
 }
@@ -247,4 +248,111 @@ async fn reusable_over_a_plain_axum_handler() {
         .await
         .expect("infallible");
     assert_eq!(res.status(), 406);
+}
+
+#[tokio::test]
+async fn static_style_keys_ignore_the_query_and_other_methods_are_not_cached() {
+    let cache = VariantCache::new(1 << 20);
+    let inner = service_fn(|_req: Request<()>| async {
+        Ok::<_, Infallible>(text_response(text(11, 30_000), Some("\"eleven\"")))
+    });
+    let svc = PrecompressLayer::new()
+        .cache(cache.clone())
+        .key_by_path(true)
+        .layer(inner);
+    for q in ["/a.js", "/a.js?v=1", "/a.js?v=2", "/a.js?x"] {
+        let res = svc
+            .clone()
+            .oneshot(get(q, "gzip"))
+            .await
+            .expect("infallible");
+        assert_eq!(res.headers()[CONTENT_ENCODING], "gzip");
+    }
+    assert_eq!(
+        cache.encodings(),
+        1,
+        "one version, one encoding, whatever the query"
+    );
+    // A POST's answer is encoded, but never cached nor served to a GET.
+    let post = Request::post("/a.js")
+        .header(ACCEPT_ENCODING, "gzip")
+        .body(())
+        .expect("request");
+    let res = svc.clone().oneshot(post).await.expect("infallible");
+    assert_eq!(res.headers()[CONTENT_ENCODING], "gzip");
+    assert!(res.headers()[ETAG].to_str().unwrap().starts_with("W/"));
+    let body = res.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(gunzip(&body), text(11, 30_000));
+    cache.sync();
+    assert_eq!(cache.entry_count(), 1);
+}
+
+#[tokio::test]
+async fn private_responses_are_not_kept() {
+    let cache = VariantCache::new(1 << 20);
+    let svc = PrecompressLayer::new()
+        .cache(cache.clone())
+        .layer(service_fn(|_req: Request<()>| async {
+            let mut res = text_response(text(12, 30_000), Some("\"twelve\""));
+            res.headers_mut().insert(
+                http::header::CACHE_CONTROL,
+                "private, max-age=60".parse().unwrap(),
+            );
+            Ok::<_, Infallible>(res)
+        }));
+    for _ in 0..2 {
+        let res = svc
+            .clone()
+            .oneshot(get("/me", "gzip"))
+            .await
+            .expect("infallible");
+        assert_eq!(res.headers()[CONTENT_ENCODING], "gzip");
+        let body = res.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(gunzip(&body), text(12, 30_000));
+    }
+    cache.sync();
+    assert_eq!(cache.entry_count(), 0);
+    assert_eq!(cache.encodings(), 2);
+}
+
+#[tokio::test]
+async fn an_abandoned_compression_leaves_nothing_in_flight() {
+    let cache = VariantCache::new(1 << 20);
+    let svc = PrecompressLayer::new()
+        .cache(cache.clone())
+        .layer(service_fn(|_req: Request<()>| async {
+            let res = Response::builder()
+                .header(CONTENT_TYPE, "text/plain")
+                .header(ETAG, "\"forever\"")
+                .body(Stalled(30_000))
+                .expect("response");
+            Ok::<_, Infallible>(res)
+        }));
+    let pending = tokio::spawn(svc.clone().oneshot(get("/f", "gzip")));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(cache.in_flight(), 1);
+    pending.abort();
+    let _ = pending.await;
+    assert_eq!(
+        cache.in_flight(),
+        0,
+        "the abandoned key must not stay in flight"
+    );
+}
+
+/// A body of a known length that never yields: a client gone mid-compression.
+struct Stalled(u64);
+
+impl http_body::Body for Stalled {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Pending
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.0)
+    }
 }

@@ -22,9 +22,9 @@ use bytes::Bytes;
 use conditional::Precondition;
 use gatehouse_layers::open_file_cache::{FileCache, FileEntry, Resolved, Resolver};
 use http::header::{
-    ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG,
-    IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED,
-    LOCATION, RANGE,
+    ACCEPT_ENCODING, ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE,
+    CONTENT_TYPE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE,
+    LAST_MODIFIED, LOCATION, RANGE,
 };
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use range::Ranges;
@@ -97,19 +97,28 @@ impl StaticFiles {
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
+/// The response future of [`StaticFiles`]: ready for a hit, boxed for the rest.
+pub type StaticFuture =
+    futures_util::future::Either<std::future::Ready<Result<Response<Body>, Infallible>>, BoxFuture>;
+
 impl<B: Send + 'static> Service<Request<B>> for StaticFiles {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = futures_util::future::Either<
-        std::future::Ready<Result<Response<Body>, Infallible>>,
-        BoxFuture,
-    >;
+    type Future = StaticFuture;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
+        self.serve(req)
+    }
+}
+
+impl StaticFiles {
+    /// `Service::call` through a shared reference: a hit is answered without cloning the
+    /// Service.
+    pub fn serve<B: Send + 'static>(&self, req: Request<B>) -> StaticFuture {
         use futures_util::future::Either;
         let method = req.method();
         if method != Method::GET && method != Method::HEAD {
@@ -214,7 +223,7 @@ impl StaticFiles {
                 || k == IF_RANGE
                 || k == RANGE
         }) {
-            return self.full(head, entry, StatusCode::OK);
+            return self.ok(parts, head, entry);
         }
         match conditional::evaluate(&parts.headers, &entry.etag, entry.modified) {
             Precondition::Proceed => {}
@@ -246,7 +255,24 @@ impl StaticFiles {
                 }
             }
         }
-        self.full(head, entry, StatusCode::OK)
+        self.ok(parts, head, entry)
+    }
+
+    /// A 200, offering the file's precompressed siblings to a compression layer when the
+    /// client accepts an encoding (an extension costs an allocation, so only then).
+    fn ok(
+        &self,
+        parts: &http::request::Parts,
+        head: bool,
+        entry: &Arc<FileEntry>,
+    ) -> Response<Body> {
+        let mut res = self.full(head, entry, StatusCode::OK);
+        if let Some(s) = &entry.siblings {
+            if parts.headers.contains_key(ACCEPT_ENCODING) {
+                res.extensions_mut().insert(s.clone());
+            }
+        }
+        res
     }
 
     fn common_headers(&self, h: &mut HeaderMap, entry: &FileEntry) {
@@ -272,9 +298,6 @@ impl StaticFiles {
         let mut res = Response::new(body);
         *res.status_mut() = status;
         *res.headers_mut() = entry.headers.clone();
-        if let Some(s) = &entry.siblings {
-            res.extensions_mut().insert(s.clone());
-        }
         if let Some(cc) = &self.inner.cache_control {
             res.headers_mut().insert(CACHE_CONTROL, cc.clone());
         }

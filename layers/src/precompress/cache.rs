@@ -79,6 +79,30 @@ struct Inner {
     max_bytes: u64,
 }
 
+/// Takes a finished flight out of the map, and an abandoned one: when its last waiter is
+/// dropped (the client went away) before the variant was made. Runs when a waiter leaves,
+/// however it leaves, so the map never keeps a key nobody is making.
+struct Leave<'a> {
+    inner: &'a Inner,
+    key: &'a Key,
+    flight: &'a Flight,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let mut g = self
+            .inner
+            .inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let ours = g.get(self.key).is_some_and(|f| Arc::ptr_eq(f, self.flight));
+        // Two references: the map's and this waiter's. Others are cloned under the lock.
+        if ours && (self.flight.initialized() || Arc::strong_count(self.flight) <= 2) {
+            g.remove(self.key);
+        }
+    }
+}
+
 /// Accounted per entry on top of its body, so that many tiny variants still count.
 const ENTRY_OVERHEAD: u64 = 256;
 
@@ -128,7 +152,12 @@ impl VariantCache {
                 .unwrap_or_else(|e| e.into_inner());
             g.entry(key.clone()).or_default().clone()
         };
-        let v = flight
+        let _leave = Leave {
+            inner: &self.inner,
+            key: &key,
+            flight: &flight,
+        };
+        flight
             .get_or_init(|| async {
                 if let Some(v) = self.get(&key) {
                     return Some(v);
@@ -140,16 +169,7 @@ impl VariantCache {
                 v
             })
             .await
-            .clone();
-        let mut g = self
-            .inner
-            .inflight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if g.get(&key).is_some_and(|f| Arc::ptr_eq(f, &flight)) {
-            g.remove(&key);
-        }
-        v
+            .clone()
     }
 
     pub(crate) fn count_encoding(&self) {
@@ -178,6 +198,11 @@ impl VariantCache {
 
     pub fn entry_count(&self) -> u64 {
         self.inner.map.entry_count()
+    }
+
+    /// Variants being made now (for tests: it must drain back to zero).
+    pub fn in_flight(&self) -> usize {
+        self.inner.inflight.lock().map_or(0, |g| g.len())
     }
 
     pub fn max_bytes(&self) -> u64 {

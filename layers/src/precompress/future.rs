@@ -1,5 +1,5 @@
 use super::body::PrecompressBody;
-use super::cache::{Key, Variant, VariantCache};
+use super::cache::{Key, Variant};
 use super::encode::{self, stream::BoxError};
 use super::layer::Settings;
 use super::negotiate::Encoding;
@@ -22,6 +22,8 @@ pub(crate) struct Ctx {
     pub encoding: Encoding,
     /// The request was HEAD, sent to the inner Service as GET.
     pub head: bool,
+    /// A GET or HEAD, whose variants may be cached.
+    pub cacheable: bool,
     /// `If-None-Match` as the client sent it.
     pub if_none_match: Option<Vec<HeaderValue>>,
     pub resource: u64,
@@ -156,7 +158,8 @@ where
         .get(ETAG)
         .filter(|e| !e.as_bytes().starts_with(b"W/"))
         .cloned();
-    let cacheable = sibling.is_some() || size.is_some_and(|s| s <= settings.max_size);
+    let fits = size.is_some_and(|s| s <= settings.max_size);
+    let cacheable = ctx.cacheable && (sibling.is_some() || fits) && !private(&res);
     let Some(etag) = strong.filter(|_| cacheable) else {
         if !compress {
             let res = res.map(|inner| PrecompressBody::Identity { inner });
@@ -164,6 +167,8 @@ where
         }
         return Next::Done(streamed(res, &ctx, settings));
     };
+    // A body too large to hold is only sent encoded from a sibling.
+    let compress = compress && fits;
     let key = Key {
         resource: ctx.resource,
         etag,
@@ -184,9 +189,8 @@ where
             .get_or_make(
                 key.clone(),
                 make(
-                    &settings.cache,
+                    &settings,
                     &key,
-                    settings.levels,
                     sibling,
                     compress,
                     &mut body,
@@ -218,10 +222,9 @@ where
 
 /// Makes the variant for `key`: from a fresh precompressed sibling when there is one,
 /// else by encoding the body on the blocking pool.
-async fn make<B>(
-    cache: &VariantCache,
+async fn make<B, P>(
+    settings: &Settings<P>,
     key: &Key,
-    levels: encode::Levels,
     sibling: Option<Arc<Siblings>>,
     compress: bool,
     body: &mut Option<B>,
@@ -231,9 +234,11 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    let (cache, levels, max_size) = (&settings.cache, settings.levels, settings.max_size);
     let enc = key.encoding;
     if let Some(s) = sibling {
-        let read = tokio::task::spawn_blocking(move || s.read_fresh(enc.file_suffix())).await;
+        let read =
+            tokio::task::spawn_blocking(move || s.read_fresh(enc.file_suffix(), max_size)).await;
         if let Ok(Ok(Some(data))) = read {
             cache.count_sibling_read();
             return Some(Arc::new(Variant::new(
@@ -244,7 +249,9 @@ where
         }
     }
     if !compress {
-        return None;
+        // No usable sibling, and the body is not to be encoded here: remember to send it
+        // as it is, rather than look again on every request.
+        return Some(Arc::new(Variant::new(None, &key.etag, enc)));
     }
     let b = body.take()?;
     let data = match b.collect().await {
@@ -339,8 +346,16 @@ where
     h.remove(ACCEPT_RANGES);
     h.insert(CONTENT_ENCODING, ctx.encoding.header_value());
     add_vary(h);
-    // The identity's validator can't name the encoded bytes: keep a weak one as it is
-    // (weak tags allow equivalent representations, §8.8.1), and drop nothing else.
+    // A strong validator names exact bytes (RFC 9110 §8.8.1), and these are not the
+    // identity's: weaken it, so that If-Range can't splice the two. A weak one stays.
+    if let Some(e) = h.get(ETAG).filter(|e| !e.as_bytes().starts_with(b"W/")) {
+        let mut weak = b"W/".to_vec();
+        weak.extend_from_slice(e.as_bytes());
+        match HeaderValue::from_bytes(&weak) {
+            Ok(v) => h.insert(ETAG, v),
+            Err(_) => h.remove(ETAG),
+        };
+    }
     let body = if ctx.head {
         PrecompressBody::empty()
     } else {
@@ -350,6 +365,23 @@ where
         }
     };
     Response::from_parts(parts, body)
+}
+
+/// `Cache-Control: private` or `no-store` (RFC 9111 §5.2.2): not to be kept in a store
+/// shared by every client.
+fn private<B>(res: &Response<B>) -> bool {
+    res.headers()
+        .get_all(http::header::CACHE_CONTROL)
+        .iter()
+        .any(|v| {
+            v.to_str().is_ok_and(|s| {
+                s.split(',').any(|d| {
+                    let d = d.trim();
+                    let name = d.split('=').next().unwrap_or("").trim();
+                    name.eq_ignore_ascii_case("private") || name.eq_ignore_ascii_case("no-store")
+                })
+            })
+        })
 }
 
 fn vary_if_compressible<B, P: Predicate>(res: &mut Response<B>, predicate: &P) {
@@ -387,10 +419,12 @@ fn add_vary(h: &mut HeaderMap) {
 }
 
 fn not_acceptable<B>() -> Response<PrecompressBody<B>> {
-    status(
+    let mut res = status(
         StatusCode::NOT_ACCEPTABLE,
         "no acceptable content coding (identity is refused and br, zstd and gzip are not accepted)\n",
-    )
+    );
+    add_vary(res.headers_mut());
+    res
 }
 
 fn status<B>(status: StatusCode, text: &'static str) -> Response<PrecompressBody<B>> {

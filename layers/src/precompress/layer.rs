@@ -18,6 +18,7 @@ pub(crate) struct Settings<P> {
     pub predicate: P,
     pub cache: VariantCache,
     pub max_size: u64,
+    pub key_by_path: bool,
 }
 
 impl<P: Clone> Clone for Settings<P> {
@@ -28,6 +29,7 @@ impl<P: Clone> Clone for Settings<P> {
             predicate: self.predicate.clone(),
             cache: self.cache.clone(),
             max_size: self.max_size,
+            key_by_path: self.key_by_path,
         }
     }
 }
@@ -55,6 +57,7 @@ impl PrecompressLayer {
                 predicate: DefaultPredicate::default(),
                 cache: VariantCache::new(DEFAULT_CACHE_BYTES),
                 max_size: DEFAULT_MAX_SIZE,
+                key_by_path: false,
             }),
         }
     }
@@ -98,6 +101,13 @@ impl<P: Predicate> PrecompressLayer<P> {
         self.edit(|s| s.max_size = bytes)
     }
 
+    /// Key cached variants by the path alone, not host, path and query (the default): for
+    /// a Service whose answer depends on nothing else, such as static files, so that
+    /// `/app.js?v=2` or another host name doesn't compress the same version again.
+    pub fn key_by_path(self, on: bool) -> Self {
+        self.edit(|s| s.key_by_path = on)
+    }
+
     /// Which responses to compress.
     pub fn predicate<Q: Predicate>(self, predicate: Q) -> PrecompressLayer<Q> {
         let s = &*self.settings;
@@ -108,6 +118,7 @@ impl<P: Predicate> PrecompressLayer<P> {
                 predicate,
                 cache: s.cache.clone(),
                 max_size: s.max_size,
+                key_by_path: s.key_by_path,
             }),
         }
     }

@@ -84,14 +84,32 @@ impl DefaultPredicate {
     }
 
     fn type_matches(&self, content_type: &[u8]) -> bool {
-        let Ok(ct) = std::str::from_utf8(content_type) else {
+        // Asked on every response, so no allocation and no UTF-8 pass: bytes, lowercased
+        // into a stack buffer only when they need it.
+        let essence = match content_type.iter().position(|&b| b == b';') {
+            Some(i) => &content_type[..i],
+            None => content_type,
+        };
+        let essence = essence.trim_ascii();
+        let mut buf = [0u8; 128];
+        let essence = if essence.iter().any(u8::is_ascii_uppercase) {
+            let Some(dst) = buf.get_mut(..essence.len()) else {
+                return false;
+            };
+            dst.copy_from_slice(essence);
+            dst.make_ascii_lowercase();
+            &*dst
+        } else {
+            essence
+        };
+        let Some(slash) = essence.iter().position(|&b| b == b'/') else {
             return false;
         };
-        let essence = ct.split(';').next().unwrap_or("").trim();
-        if NEVER.iter().any(|n| essence.eq_ignore_ascii_case(n)) {
+        if NEVER.iter().any(|n| n.as_bytes() == essence) {
             return false;
         }
-        self.types.iter().any(|p| p.matches(essence))
+        let (top, sub) = (&essence[..=slash], &essence[slash + 1..]);
+        !sub.is_empty() && self.types.iter().any(|p| p.matches(essence, top, sub))
     }
 }
 
@@ -132,11 +150,11 @@ pub(crate) fn no_transform<B>(res: &Response<B>) -> bool {
 
 #[derive(Debug, Clone)]
 enum TypePattern {
-    Exact(String),
+    Exact(Box<[u8]>),
     /// `text/*`: the top-level type, with its slash.
-    Top(String),
+    Top(Box<[u8]>),
     /// `application/*+json`: the top-level type with its slash, and the suffix with its plus.
-    Suffix(String, String),
+    Suffix(Box<[u8]>, Box<[u8]>),
 }
 
 impl TypePattern {
@@ -147,28 +165,23 @@ impl TypePattern {
             .unwrap_or("")
             .trim()
             .to_ascii_lowercase();
+        let bytes = |s: &str| s.as_bytes().to_vec().into_boxed_slice();
         match p.split_once("/*") {
-            Some((top, "")) => TypePattern::Top(format!("{top}/")),
+            Some((top, "")) => TypePattern::Top(bytes(&format!("{top}/"))),
             Some((top, rest)) if rest.starts_with('+') => {
-                TypePattern::Suffix(format!("{top}/"), rest.to_owned())
+                TypePattern::Suffix(bytes(&format!("{top}/")), bytes(rest))
             }
-            _ => TypePattern::Exact(p),
+            _ => TypePattern::Exact(bytes(&p)),
         }
     }
 
-    fn matches(&self, essence: &str) -> bool {
-        let starts = |p: &str| {
-            essence.len() >= p.len()
-                && essence.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
-        };
+    /// `essence` is lowercase, `top` its type with the slash, `sub` the rest (not empty).
+    fn matches(&self, essence: &[u8], top: &[u8], sub: &[u8]) -> bool {
         match self {
-            TypePattern::Exact(t) => essence.eq_ignore_ascii_case(t),
-            TypePattern::Top(top) => starts(top) && essence.len() > top.len(),
-            TypePattern::Suffix(top, suffix) => {
-                starts(top)
-                    && essence.len() > top.len() + suffix.len()
-                    && essence.as_bytes()[essence.len() - suffix.len()..]
-                        .eq_ignore_ascii_case(suffix.as_bytes())
+            TypePattern::Exact(t) => **t == *essence,
+            TypePattern::Top(t) => **t == *top,
+            TypePattern::Suffix(t, suffix) => {
+                **t == *top && sub.len() > suffix.len() && sub.ends_with(suffix)
             }
         }
     }

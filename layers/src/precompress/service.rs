@@ -3,7 +3,7 @@ use super::future::{Ctx, ResponseFuture};
 use super::layer::Settings;
 use super::negotiate::{negotiate, Choice};
 use super::predicate::{DefaultPredicate, Predicate};
-use http::header::{HOST, IF_NONE_MATCH};
+use http::header::{HOST, IF_NONE_MATCH, IF_RANGE, RANGE};
 use http::{HeaderValue, Method, Request, Response};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock};
@@ -52,35 +52,83 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
-        let ctx = match negotiate(req.headers(), &self.settings.order) {
-            Choice::Identity => None,
-            Choice::NotAcceptable => return ResponseFuture::not_acceptable(),
-            Choice::Encode(encoding) => {
-                // HEAD answers with the headers GET would have, and those of an encoded
-                // variant are only known once it has been made: ask the inner Service for
-                // the GET and drop the body.
-                let head = req.method() == Method::HEAD;
-                if head {
-                    *req.method_mut() = Method::GET;
-                }
-                let if_none_match = split_if_none_match(req.headers_mut());
-                Some(Ctx {
-                    encoding,
-                    head,
-                    if_none_match,
-                    resource: resource_hash(&req),
-                })
-            }
-        };
-        ResponseFuture::new(self.inner.call(req), ctx, self.settings.clone())
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        match prepare(&self.settings, req) {
+            Ok((req, ctx)) => ResponseFuture::new(self.inner.call(req), ctx, self.settings.clone()),
+            Err(()) => ResponseFuture::not_acceptable(),
+        }
     }
 }
 
-/// The request's resource, for the cache key: host, path and query.
-fn resource_hash<B>(req: &Request<B>) -> u64 {
+impl<S, P: Predicate> Precompress<S, P> {
+    /// Like `call`, with the inner Service called through `&self` by `inner`: for a caller
+    /// that holds the Service shared and can call the inner one without `&mut` (gatehouse's
+    /// router does), which saves cloning the Service per request.
+    pub fn call_with<ReqB, F, B, E>(
+        &self,
+        req: Request<ReqB>,
+        inner: impl FnOnce(&S, Request<ReqB>) -> F,
+    ) -> ResponseFuture<F, B, P>
+    where
+        F: std::future::Future<Output = Result<Response<B>, E>>,
+    {
+        match prepare(&self.settings, req) {
+            Ok((req, ctx)) => {
+                ResponseFuture::new(inner(&self.inner, req), ctx, self.settings.clone())
+            }
+            Err(()) => ResponseFuture::not_acceptable(),
+        }
+    }
+}
+
+/// Negotiates, and readies the request for the inner Service. `Err` is a 406.
+fn prepare<P, B>(
+    settings: &Settings<P>,
+    mut req: Request<B>,
+) -> Result<(Request<B>, Option<Ctx>), ()> {
+    let encoding = match negotiate(req.headers(), &settings.order) {
+        Choice::Identity => return Ok((req, None)),
+        Choice::NotAcceptable => return Err(()),
+        Choice::Encode(e) => e,
+    };
+    let method = req.method();
+    // Only a GET's answer is a representation of the resource that can be cached by URL
+    // and validator (RFC 9110 §9.3.1); anything else is encoded as it streams.
+    let cacheable = method == Method::GET || method == Method::HEAD;
+    let head = method == Method::HEAD;
+    let mut if_none_match = None;
+    if cacheable {
+        if head {
+            // HEAD answers with the headers GET would have, and those of an encoded variant
+            // are only known once it has been made: ask the inner Service for the GET and
+            // drop the body. Range means nothing to HEAD (§14.2), so it must not to the GET.
+            *req.method_mut() = Method::GET;
+            req.headers_mut().remove(RANGE);
+            req.headers_mut().remove(IF_RANGE);
+        }
+        if_none_match = split_if_none_match(req.headers_mut());
+    }
+    let resource = resource_hash(&req, settings.key_by_path);
+    Ok((
+        req,
+        Some(Ctx {
+            encoding,
+            head,
+            cacheable,
+            if_none_match,
+            resource,
+        }),
+    ))
+}
+
+/// The request's resource, for the cache key: host, path and query, or the path alone.
+fn resource_hash<B>(req: &Request<B>, path_only: bool) -> u64 {
     static STATE: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
     let mut h = STATE.get_or_init(Default::default).build_hasher();
+    if path_only {
+        req.uri().path().hash(&mut h);
+        return h.finish();
+    }
     let host = req
         .uri()
         .authority()
@@ -119,11 +167,16 @@ fn split_if_none_match(headers: &mut http::HeaderMap) -> Option<Vec<HeaderValue>
             .flat_map(entity_tags)
             .filter(|t| !is_variant(t))
             .collect();
-        headers.remove(IF_NONE_MATCH);
-        if !kept.is_empty() {
-            if let Ok(v) = HeaderValue::from_str(&kept.join(", ")) {
-                headers.insert(IF_NONE_MATCH, v);
-            }
+        // With If-None-Match gone the inner Service would fall back to If-Modified-Since
+        // (RFC 9110 §13.1.3), and could answer 304 for a new version with the same
+        // modification second: leave it a tag that matches nothing instead.
+        let v = if kept.is_empty() {
+            Ok(HeaderValue::from_static("\"gatehouse-no-match\""))
+        } else {
+            HeaderValue::from_str(&kept.join(", "))
+        };
+        if let Ok(v) = v {
+            headers.insert(IF_NONE_MATCH, v);
         }
     }
     Some(original)
@@ -194,7 +247,7 @@ mod tests {
         let mut h = http::HeaderMap::new();
         h.insert(IF_NONE_MATCH, HeaderValue::from_static(r#""x-zstd""#));
         split_if_none_match(&mut h);
-        assert!(h.get(IF_NONE_MATCH).is_none());
+        assert_eq!(h.get(IF_NONE_MATCH).unwrap(), "\"gatehouse-no-match\"");
     }
 
     #[test]
