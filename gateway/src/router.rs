@@ -18,6 +18,7 @@ use gatehouse_config::{Coding, CompressionConfig, Config, Route, StaticConfig};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
     self, DefaultPredicate, Encoding, Levels, Precompress, PrecompressBody, PrecompressLayer,
+    Predicate,
 };
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Uri};
@@ -115,10 +116,15 @@ pub fn build(config: &Config) -> io::Result<GatewayRouter> {
 fn route_service(route: &Route) -> io::Result<RouteService> {
     match &route.static_files {
         Some(st) => {
-            let files = static_service(st, &route.compression)?;
-            Ok(match compression_layer(&route.compression) {
-                // A static file's bytes depend on the path alone.
-                Some(layer) => RouteService::Compressed(layer.key_by_path(true).layer(files)),
+            let layer = compression_layer(&route.compression);
+            let vary = layer.as_ref().map(|l| l.predicate_ref().clone());
+            let files = static_service(st, &route.compression, vary)?;
+            Ok(match layer {
+                // A static file's bytes depend on the path alone, and its Vary is decided
+                // once, when it is opened.
+                Some(layer) => RouteService::Compressed(
+                    layer.key_by_path(true).vary_from_inner(true).layer(files),
+                ),
                 None => RouteService::Static(files),
             })
         }
@@ -153,7 +159,11 @@ fn compression_layer(c: &CompressionConfig) -> Option<PrecompressLayer> {
     )
 }
 
-fn static_service(st: &StaticConfig, comp: &CompressionConfig) -> io::Result<StaticFiles> {
+fn static_service(
+    st: &StaticConfig,
+    comp: &CompressionConfig,
+    vary: Option<DefaultPredicate>,
+) -> io::Result<StaticFiles> {
     let root = st
         .root
         .clone()
@@ -166,6 +176,10 @@ fn static_service(st: &StaticConfig, comp: &CompressionConfig) -> io::Result<Sta
         .follow_symlinks_outside_root(st.follow_symlinks_outside_root)
         .inline_max(st.open_file_cache.inline_max)
         .precompressed(comp.enabled && comp.precompressed);
+    let resolver = match vary {
+        Some(p) => resolver.vary_encoding(move |ct| p.compressible_type(ct)),
+        None => resolver,
+    };
     let mut files = StaticFiles::new(resolver.clone());
     if let Some(cc) = &st.cache_control {
         let v = HeaderValue::from_str(cc).map_err(io::Error::other)?;

@@ -277,6 +277,10 @@ impl StaticFiles {
 
     fn common_headers(&self, h: &mut HeaderMap, entry: &FileEntry) {
         h.insert(ETAG, entry.etag.clone());
+        // A 304 or 206 varies as its 200 does (RFC 9110 §15.4.5).
+        if let Some(v) = entry.headers.get(http::header::VARY) {
+            h.insert(http::header::VARY, v.clone());
+        }
         h.insert(LAST_MODIFIED, entry.last_modified.clone());
         if let Some(cc) = &self.inner.cache_control {
             h.insert(CACHE_CONTROL, cc.clone());
@@ -308,12 +312,7 @@ impl StaticFiles {
         let mut res = Response::new(Body::empty());
         *res.status_mut() = status;
         self.common_headers(res.headers_mut(), entry);
-        if status == StatusCode::NOT_MODIFIED {
-            // Not required in a 304 (RFC 9110 §15.4.5), but it lets a compression layer
-            // send the same Vary as the 200 would have.
-            res.headers_mut()
-                .insert(CONTENT_TYPE, entry.content_type.clone());
-        }
+
         if status == StatusCode::PRECONDITION_FAILED {
             res.headers_mut()
                 .insert(CONTENT_LENGTH, HeaderValue::from_static("0"));

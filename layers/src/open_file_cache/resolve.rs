@@ -25,6 +25,18 @@ struct ResolverInner {
     follow_symlinks_outside_root: bool,
     inline_max: u64,
     precompressed: bool,
+    vary_encoding: Option<VaryEncoding>,
+}
+
+/// Decides, from a file's `Content-Type`, whether its responses carry
+/// `Vary: Accept-Encoding` (because a compression layer in front may encode them).
+#[derive(Clone)]
+pub struct VaryEncoding(pub Arc<dyn Fn(&HeaderValue) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for VaryEncoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VaryEncoding(..)")
+    }
 }
 
 impl Resolver {
@@ -42,6 +54,7 @@ impl Resolver {
                 follow_symlinks_outside_root: false,
                 inline_max: 64 * 1024,
                 precompressed: false,
+                vary_encoding: None,
             }),
         })
     }
@@ -81,6 +94,26 @@ impl Resolver {
     /// opened, and keep the fresh ones open with its entry (default off).
     pub fn precompressed(self, on: bool) -> Self {
         self.edit(|i| i.precompressed = on)
+    }
+
+    /// Put `Vary: Accept-Encoding` into the prepared headers of the files for which `f`
+    /// says so, judged once per file from its type: for a compression layer in front that
+    /// leaves identity responses to the inner Service (see the precompress layer's
+    /// `vary_from_inner`).
+    pub fn vary_encoding(self, f: impl Fn(&HeaderValue) -> bool + Send + Sync + 'static) -> Self {
+        let f = VaryEncoding(Arc::new(f));
+        self.edit(|i| i.vary_encoding = Some(f))
+    }
+
+    fn finish(&self, entry: &mut FileEntry) {
+        if let Some(VaryEncoding(f)) = &self.inner.vary_encoding {
+            if f(&entry.content_type) {
+                entry.headers.insert(
+                    http::header::VARY,
+                    HeaderValue::from_static("accept-encoding"),
+                );
+            }
+        }
     }
 
     /// The inline limit set by [`inline_max`](Self::inline_max).
@@ -143,7 +176,14 @@ impl Resolver {
                 }
             }
             if i.listing {
-                return listing(&path, &meta, &norm.to_absolute(), i.hide_dotfiles);
+                let (mut found, check) =
+                    listing(&path, &meta, &norm.to_absolute(), i.hide_dotfiles);
+                if let Resolved::File(entry) = &mut found {
+                    if let Some(e) = Arc::get_mut(entry) {
+                        self.finish(e);
+                    }
+                }
+                return (found, check);
             }
             // The directory's stamp changes when an index file appears.
             return (Resolved::NotFound, stat_check(&path));
@@ -252,6 +292,7 @@ impl Resolver {
         if self.inner.precompressed {
             entry.siblings = self.siblings(&path, modified);
         }
+        self.finish(&mut entry);
         (
             Resolved::File(Arc::new(entry)),
             Check::Stat {

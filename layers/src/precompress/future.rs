@@ -53,11 +53,14 @@ pin_project! {
 }
 
 impl<F, B, P> ResponseFuture<F, B, P> {
-    pub(crate) fn new(fut: F, ctx: Option<Ctx>, settings: Arc<Settings<P>>) -> Self {
+    pub(crate) fn new(fut: F, ctx: Option<Ctx>, settings: &Arc<Settings<P>>) -> Self {
+        // Identity, with Vary left to the inner Service: nothing to do on the way back,
+        // so not even the settings are needed.
+        let settings = (ctx.is_some() || !settings.vary_from_inner).then(|| settings.clone());
         ResponseFuture {
             state: State::Inner { fut },
             ctx,
-            settings: Some(settings),
+            settings,
         }
     }
 
@@ -93,7 +96,9 @@ where
                     match this.ctx.take() {
                         None => {
                             let mut res = res.map(|inner| PrecompressBody::Identity { inner });
-                            vary_if_compressible(&mut res, &settings.predicate);
+                            if !settings.vary_from_inner {
+                                vary_if_compressible(&mut res, &settings.predicate);
+                            }
                             this.state.set(State::Done);
                             return Poll::Ready(Ok(res));
                         }
@@ -151,7 +156,7 @@ where
     let compress = eligible && settings.predicate.should_compress(&res, size);
     if !compress && sibling.is_none() {
         let res = res.map(|inner| PrecompressBody::Identity { inner });
-        return Next::Done(identity(res, &ctx, &settings.predicate));
+        return Next::Done(identity(res, &ctx, &settings));
     }
     let strong = res
         .headers()
@@ -163,7 +168,7 @@ where
     let Some(etag) = strong.filter(|_| cacheable) else {
         if !compress {
             let res = res.map(|inner| PrecompressBody::Identity { inner });
-            return Next::Done(identity(res, &ctx, &settings.predicate));
+            return Next::Done(identity(res, &ctx, &settings));
         }
         return Next::Done(streamed(res, &ctx, settings));
     };
@@ -177,7 +182,7 @@ where
     if let Some(v) = settings.cache.get(&key) {
         let (parts, inner) = res.into_parts();
         let b = PrecompressBody::Identity { inner };
-        return Next::Done(from_variant(parts, b, &v, &ctx, &settings.predicate));
+        return Next::Done(from_variant(parts, b, &v, &ctx, &settings));
     }
     let settings = settings.clone();
     Next::Fill(Box::pin(async move {
@@ -210,12 +215,8 @@ where
             }
         };
         match made {
-            Some(v) => from_variant(parts, identity_body, &v, &ctx, &settings.predicate),
-            None => identity(
-                Response::from_parts(parts, identity_body),
-                &ctx,
-                &settings.predicate,
-            ),
+            Some(v) => from_variant(parts, identity_body, &v, &ctx, &settings),
+            None => identity(Response::from_parts(parts, identity_body), &ctx, &settings),
         }
     }))
 }
@@ -282,10 +283,10 @@ fn from_variant<B, P: Predicate>(
     identity_body: PrecompressBody<B>,
     v: &Variant,
     ctx: &Ctx,
-    predicate: &P,
+    settings: &Settings<P>,
 ) -> Response<PrecompressBody<B>> {
     let Some(data) = &v.body else {
-        return identity(Response::from_parts(parts, identity_body), ctx, predicate);
+        return identity(Response::from_parts(parts, identity_body), ctx, settings);
     };
     let h = &mut parts.headers;
     h.insert(ETAG, v.etag.clone());
@@ -320,12 +321,14 @@ fn from_variant<B, P: Predicate>(
 fn identity<B, P: Predicate>(
     mut res: Response<PrecompressBody<B>>,
     ctx: &Ctx,
-    predicate: &P,
+    settings: &Settings<P>,
 ) -> Response<PrecompressBody<B>> {
     if ctx.head {
         *res.body_mut() = PrecompressBody::empty();
     }
-    vary_if_compressible(&mut res, predicate);
+    if !settings.vary_from_inner {
+        vary_if_compressible(&mut res, &settings.predicate);
+    }
     res
 }
 

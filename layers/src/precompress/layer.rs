@@ -19,6 +19,7 @@ pub(crate) struct Settings<P> {
     pub cache: VariantCache,
     pub max_size: u64,
     pub key_by_path: bool,
+    pub vary_from_inner: bool,
 }
 
 impl<P: Clone> Clone for Settings<P> {
@@ -30,6 +31,7 @@ impl<P: Clone> Clone for Settings<P> {
             cache: self.cache.clone(),
             max_size: self.max_size,
             key_by_path: self.key_by_path,
+            vary_from_inner: self.vary_from_inner,
         }
     }
 }
@@ -58,6 +60,7 @@ impl PrecompressLayer {
                 cache: VariantCache::new(DEFAULT_CACHE_BYTES),
                 max_size: DEFAULT_MAX_SIZE,
                 key_by_path: false,
+                vary_from_inner: false,
             }),
         }
     }
@@ -108,6 +111,14 @@ impl<P: Predicate> PrecompressLayer<P> {
         self.edit(|s| s.key_by_path = on)
     }
 
+    /// The inner Service puts `Vary: Accept-Encoding` on the responses it sends as they
+    /// are, whenever the layer might encode them for another client (gatehouse's static
+    /// files do, decided once per file with [`Predicate::compressible_type`]). The layer
+    /// then leaves identity responses untouched, which makes them cost next to nothing.
+    pub fn vary_from_inner(self, on: bool) -> Self {
+        self.edit(|s| s.vary_from_inner = on)
+    }
+
     /// Which responses to compress.
     pub fn predicate<Q: Predicate>(self, predicate: Q) -> PrecompressLayer<Q> {
         let s = &*self.settings;
@@ -119,8 +130,14 @@ impl<P: Predicate> PrecompressLayer<P> {
                 cache: s.cache.clone(),
                 max_size: s.max_size,
                 key_by_path: s.key_by_path,
+                vary_from_inner: s.vary_from_inner,
             }),
         }
+    }
+
+    /// The predicate deciding what is compressed.
+    pub fn predicate_ref(&self) -> &P {
+        &self.settings.predicate
     }
 
     /// The store this layer keeps variants in.

@@ -2,6 +2,8 @@
 
 use http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Response, StatusCode};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Decides whether a response may be compressed. The layer only asks about 200 responses
 /// without a `Content-Encoding` of their own.
@@ -23,6 +25,30 @@ pub trait Predicate: Clone + Send + Sync + 'static {
 pub struct DefaultPredicate {
     min_size: u64,
     types: Vec<TypePattern>,
+    /// Names this list of types in the per-thread memo of answers.
+    id: u64,
+}
+
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The last few answers of `type_matches`, per thread: a server sends the same handful of
+/// types again and again, and matching one against the list costs several hundred
+/// instructions, a lookup here a few dozen.
+struct Memo {
+    slots: [(u64, Vec<u8>, bool); MEMO_SLOTS],
+    next: usize,
+}
+
+const MEMO_SLOTS: usize = 8;
+
+thread_local! {
+    static MEMO: RefCell<Memo> = RefCell::new(Memo {
+        slots: Default::default(),
+        next: 0,
+    });
 }
 
 /// The media types compressed by default: text, scripts, data formats, SVG, wasm and
@@ -53,6 +79,7 @@ impl Default for DefaultPredicate {
         DefaultPredicate {
             min_size: 1024,
             types: DEFAULT_TYPES.iter().map(|t| TypePattern::new(t)).collect(),
+            id: next_id(),
         }
     }
 }
@@ -80,10 +107,39 @@ impl DefaultPredicate {
             .into_iter()
             .map(|t| TypePattern::new(t.as_ref()))
             .collect();
+        self.id = next_id();
         self
     }
 
     fn type_matches(&self, content_type: &[u8]) -> bool {
+        let memo = MEMO.try_with(|m| {
+            let m = m.try_borrow().ok()?;
+            m.slots
+                .iter()
+                .find(|(id, ct, _)| *id == self.id && ct.as_slice() == content_type)
+                .map(|s| s.2)
+        });
+        if let Ok(Some(answer)) = memo {
+            return answer;
+        }
+        let answer = self.match_types(content_type);
+        if content_type.len() <= 128 {
+            let _ = MEMO.try_with(|m| {
+                if let Ok(mut m) = m.try_borrow_mut() {
+                    let i = m.next;
+                    m.next = (i + 1) % MEMO_SLOTS;
+                    let slot = &mut m.slots[i];
+                    slot.0 = self.id;
+                    slot.1.clear();
+                    slot.1.extend_from_slice(content_type);
+                    slot.2 = answer;
+                }
+            });
+        }
+        answer
+    }
+
+    fn match_types(&self, content_type: &[u8]) -> bool {
         // Asked on every response, so no allocation and no UTF-8 pass: bytes, lowercased
         // into a stack buffer only when they need it.
         let essence = match content_type.iter().position(|&b| b == b';') {

@@ -54,7 +54,7 @@ where
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         match prepare(&self.settings, req) {
-            Ok((req, ctx)) => ResponseFuture::new(self.inner.call(req), ctx, self.settings.clone()),
+            Ok((req, ctx)) => ResponseFuture::new(self.inner.call(req), ctx, &self.settings),
             Err(()) => ResponseFuture::not_acceptable(),
         }
     }
@@ -73,9 +73,7 @@ impl<S, P: Predicate> Precompress<S, P> {
         F: std::future::Future<Output = Result<Response<B>, E>>,
     {
         match prepare(&self.settings, req) {
-            Ok((req, ctx)) => {
-                ResponseFuture::new(inner(&self.inner, req), ctx, self.settings.clone())
-            }
+            Ok((req, ctx)) => ResponseFuture::new(inner(&self.inner, req), ctx, &self.settings),
             Err(()) => ResponseFuture::not_acceptable(),
         }
     }
