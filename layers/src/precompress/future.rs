@@ -156,7 +156,7 @@ where
     let compress = eligible && settings.predicate.should_compress(&res, size);
     if !compress && sibling.is_none() {
         let res = res.map(|inner| PrecompressBody::Identity { inner });
-        return Next::Done(identity(res, &ctx, &settings));
+        return Next::Done(identity(res, &ctx, settings));
     }
     let strong = res
         .headers()
@@ -168,7 +168,7 @@ where
     let Some(etag) = strong.filter(|_| cacheable) else {
         if !compress {
             let res = res.map(|inner| PrecompressBody::Identity { inner });
-            return Next::Done(identity(res, &ctx, &settings));
+            return Next::Done(identity(res, &ctx, settings));
         }
         return Next::Done(streamed(res, &ctx, settings));
     };
@@ -182,7 +182,7 @@ where
     if let Some(v) = settings.cache.get(&key) {
         let (parts, inner) = res.into_parts();
         let b = PrecompressBody::Identity { inner };
-        return Next::Done(from_variant(parts, b, &v, &ctx, &settings));
+        return Next::Done(from_variant(parts, b, &v, &ctx, settings));
     }
     let settings = settings.clone();
     Next::Fill(Box::pin(async move {
