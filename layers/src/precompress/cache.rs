@@ -70,7 +70,7 @@ pub struct VariantCache {
 type Flight = Arc<OnceCell<Option<Arc<Variant>>>>;
 
 struct Inner {
-    map: moka::sync::Cache<Key, Arc<Variant>>,
+    map: moka::sync::Cache<Key, Arc<Variant>, ahash::RandomState>,
     /// Encodings in progress, so that concurrent misses for one key wait for one encoding.
     /// Touched on misses only.
     inflight: Mutex<HashMap<Key, Flight>>,
@@ -118,7 +118,10 @@ impl VariantCache {
                     + ENTRY_OVERHEAD;
                 u32::try_from(w).unwrap_or(u32::MAX)
             })
-            .build();
+            // The key's resource is already a keyed SipHash; a faster hash for the map
+            // (still randomly keyed, so not floodable) saves a few hundred instructions
+            // per hit.
+            .build_with_hasher(ahash::RandomState::new());
         VariantCache {
             inner: Arc::new(Inner {
                 map,

@@ -144,6 +144,22 @@ where
 {
     let enc = ctx.encoding;
     let eligible = res.status() == StatusCode::OK && !res.headers().contains_key(CONTENT_ENCODING);
+    let strong = res
+        .headers()
+        .get(ETAG)
+        .filter(|e| eligible && ctx.cacheable && !e.as_bytes().starts_with(b"W/"))
+        .map(|etag| Key {
+            resource: ctx.resource,
+            etag: etag.clone(),
+            encoding: enc,
+        });
+    // A hit first: a variant exists only for a version that was found compressible (or
+    // had a sibling), and the same version gets the same answer.
+    if let Some(v) = strong.as_ref().and_then(|k| settings.cache.get(k)) {
+        let (parts, inner) = res.into_parts();
+        let b = PrecompressBody::Identity { inner };
+        return Next::Done(from_variant(parts, b, &v, &ctx, settings));
+    }
     let sibling = if eligible {
         res.extensions()
             .get::<Arc<Siblings>>()
@@ -158,14 +174,9 @@ where
         let res = res.map(|inner| PrecompressBody::Identity { inner });
         return Next::Done(identity(res, &ctx, settings));
     }
-    let strong = res
-        .headers()
-        .get(ETAG)
-        .filter(|e| !e.as_bytes().starts_with(b"W/"))
-        .cloned();
     let fits = size.is_some_and(|s| s <= settings.max_size);
-    let cacheable = ctx.cacheable && (sibling.is_some() || fits) && !private(&res);
-    let Some(etag) = strong.filter(|_| cacheable) else {
+    let cacheable = (sibling.is_some() || fits) && !private(&res);
+    let Some(key) = strong.filter(|_| cacheable) else {
         if !compress {
             let res = res.map(|inner| PrecompressBody::Identity { inner });
             return Next::Done(identity(res, &ctx, settings));
@@ -174,16 +185,6 @@ where
     };
     // A body too large to hold is only sent encoded from a sibling.
     let compress = compress && fits;
-    let key = Key {
-        resource: ctx.resource,
-        etag,
-        encoding: enc,
-    };
-    if let Some(v) = settings.cache.get(&key) {
-        let (parts, inner) = res.into_parts();
-        let b = PrecompressBody::Identity { inner };
-        return Next::Done(from_variant(parts, b, &v, &ctx, settings));
-    }
     let settings = settings.clone();
     Next::Fill(Box::pin(async move {
         let (parts, body) = res.into_parts();
@@ -304,10 +305,11 @@ fn from_variant<B, P: Predicate>(
         h.remove(ACCEPT_RANGES);
         return Response::from_parts(parts, PrecompressBody::empty());
     }
+    // Ranges are served from the identity representation only. Removed first, so that
+    // the slot it frees takes Content-Encoding without growing the map.
+    h.remove(ACCEPT_RANGES);
     h.insert(CONTENT_ENCODING, ctx.encoding.header_value());
     h.insert(CONTENT_LENGTH, v.len.clone());
-    // Ranges are served from the identity representation only.
-    h.remove(ACCEPT_RANGES);
     let body = if ctx.head {
         PrecompressBody::empty()
     } else {
@@ -409,12 +411,14 @@ fn vary_if_compressible<B, P: Predicate>(res: &mut Response<B>, predicate: &P) {
 /// Adds `Accept-Encoding` to `Vary` unless it is there already (or `Vary: *`).
 fn add_vary(h: &mut HeaderMap) {
     let present = h.get_all(VARY).iter().any(|v| {
-        v.to_str().is_ok_and(|s| {
-            s.split(',').any(|f| {
-                let f = f.trim();
-                f == "*" || f.eq_ignore_ascii_case("accept-encoding")
+        // The common case, the value this layer (or the static files) put there.
+        v.as_bytes().eq_ignore_ascii_case(b"accept-encoding")
+            || v.to_str().is_ok_and(|s| {
+                s.split(',').any(|f| {
+                    let f = f.trim();
+                    f == "*" || f.eq_ignore_ascii_case("accept-encoding")
+                })
             })
-        })
     });
     if !present {
         h.append(VARY, HeaderValue::from_static("accept-encoding"));
