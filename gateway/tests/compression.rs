@@ -363,3 +363,55 @@ fn head_with_a_range_still_answers_like_get_without_one() {
     assert_eq!(h.header("content-range"), None);
     assert_eq!(h.header("content-length"), g.header("content-length"));
 }
+
+/// The gateway's own static Service under the layer, as the router mounts it, with the
+/// cache in the test's hands to count compressions.
+#[test]
+fn a_hundred_concurrent_first_requests_for_a_file_compress_it_once() {
+    use gatehouse::static_files::StaticFiles;
+    use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
+    use gatehouse_layers::precompress::{PrecompressLayer, VariantCache};
+    use tower::{Layer, ServiceExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let body = script("flight");
+    std::fs::write(dir.path().join("big.js"), &body).unwrap();
+    let resolver = Resolver::new(dir.path()).unwrap();
+    let files = StaticFiles::new(resolver.clone())
+        .with_cache(FileCache::new(resolver, CacheOptions::default()));
+    let cache = VariantCache::new(1 << 20);
+    let svc = PrecompressLayer::new()
+        .cache(cache.clone())
+        .key_by_path(true)
+        .layer(files);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..100)
+            .map(|_| {
+                let svc = svc.clone();
+                tokio::spawn(async move {
+                    let req = http::Request::get("/big.js")
+                        .header("accept-encoding", "gzip")
+                        .body(())
+                        .unwrap();
+                    let res = svc.oneshot(req).await.unwrap();
+                    assert_eq!(res.headers()["content-encoding"], "gzip");
+                    use http_body_util::BodyExt;
+                    res.into_body().collect().await.unwrap().to_bytes()
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(decode("gzip", &t.await.unwrap()), body);
+        }
+    });
+    assert_eq!(
+        cache.encodings(),
+        1,
+        "100 concurrent first requests, one compression"
+    );
+    assert_eq!(cache.in_flight(), 0);
+}
