@@ -135,3 +135,18 @@ impl Loader {
         Ok(config)
     }
 }
+
+/// An address or CIDR (`10.0.0.0/8`, `::1`, `fd00::/8`): the network and prefix length.
+pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let ip: std::net::IpAddr = addr.trim().parse().ok()?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        Some(l) => l.trim().parse::<u8>().ok().filter(|&l| l <= max)?,
+        None => max,
+    };
+    Some((ip, len))
+}

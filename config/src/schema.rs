@@ -113,9 +113,151 @@ pub struct Route {
     /// Serve static files.
     #[serde(default, rename = "static", skip_serializing_if = "Option::is_none")]
     pub static_files: Option<StaticConfig>,
+    /// Proxy to upstream servers (instead of `static`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyConfig>,
     /// Compression of the route's responses, on by default.
     #[serde(default)]
     pub compression: CompressionConfig,
+}
+
+/// `[routes.proxy]`: a pool of upstream servers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProxyConfig {
+    /// `http://host:port` targets: strings, or tables `{ url = "...", weight = 2 }`.
+    pub upstreams: Vec<UpstreamConfig>,
+    pub policy: Policy,
+    /// For `policy = "hash"`: `client_ip`, `header:<name>` or `cookie:<name>`.
+    pub hash_on: String,
+    /// Send the client's `Host` (true) or the upstream's authority (false).
+    pub keep_host: bool,
+    /// Remove the route's path prefix before passing the path on (`/api/x` → `/x`), like
+    /// nginx's `proxy_pass http://pool/;`; by default the path goes as it came.
+    pub strip_prefix: bool,
+    /// Largest request body, in bytes; larger gets 413. 0: no limit.
+    pub max_body_bytes: u64,
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: std::time::Duration,
+    /// From the request sent to the response head received.
+    #[serde(with = "humantime_serde")]
+    pub response_timeout: std::time::Duration,
+    /// Idle pooled connections are closed after this long.
+    #[serde(with = "humantime_serde")]
+    pub pool_idle_timeout: std::time::Duration,
+    pub pool_max_idle: usize,
+    /// Other upstreams tried for an idempotent request that could not be sent at all.
+    pub retries: u32,
+    /// Consecutive failures (refused, reset, timed out) that eject an upstream...
+    pub max_fails: u32,
+    /// ...for this long.
+    #[serde(with = "humantime_serde")]
+    pub fail_timeout: std::time::Duration,
+    /// Client addresses (CIDRs) whose X-Forwarded-* headers are trusted and kept.
+    pub trusted_proxies: Vec<String>,
+    /// Also send an RFC 7239 `Forwarded` header.
+    pub forwarded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheckConfig>,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            upstreams: Vec::new(),
+            policy: Policy::RoundRobin,
+            hash_on: "client_ip".into(),
+            keep_host: true,
+            strip_prefix: false,
+            max_body_bytes: 0,
+            connect_timeout: std::time::Duration::from_secs(5),
+            response_timeout: std::time::Duration::from_secs(60),
+            pool_idle_timeout: std::time::Duration::from_secs(60),
+            pool_max_idle: 64,
+            retries: 1,
+            max_fails: 3,
+            fail_timeout: std::time::Duration::from_secs(10),
+            trusted_proxies: Vec::new(),
+            forwarded: false,
+            health_check: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Weighted round robin.
+    RoundRobin,
+    /// The less loaded of two upstreams picked at random (power of two choices).
+    LeastRequests,
+    /// Consistent hash of `hash_on`.
+    Hash,
+}
+
+/// One upstream: a URL string, or a table with a weight.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UpstreamConfig {
+    pub url: String,
+    pub weight: u32,
+}
+
+impl<'de> Deserialize<'de> for UpstreamConfig {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            url: String,
+            #[serde(default = "one")]
+            weight: u32,
+        }
+        fn one() -> u32 {
+            1
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Url(String),
+            Table(Table),
+        }
+        Ok(match Either::deserialize(d)? {
+            Either::Url(url) => UpstreamConfig { url, weight: 1 },
+            Either::Table(t) => UpstreamConfig {
+                url: t.url,
+                weight: t.weight,
+            },
+        })
+    }
+}
+
+/// `[routes.proxy.health_check]`: active checks, each upstream on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthCheckConfig {
+    #[serde(with = "humantime_serde")]
+    pub interval: std::time::Duration,
+    pub path: String,
+    /// The status a healthy upstream answers.
+    pub expect_status: u16,
+    #[serde(with = "humantime_serde")]
+    pub timeout: std::time::Duration,
+    /// Consecutive passes that bring an upstream back.
+    pub healthy: u32,
+    /// Consecutive failures that take it out.
+    pub unhealthy: u32,
+}
+
+impl Default for HealthCheckConfig {
+    fn default() -> Self {
+        HealthCheckConfig {
+            interval: std::time::Duration::from_secs(5),
+            path: "/".into(),
+            expect_status: 200,
+            timeout: std::time::Duration::from_secs(2),
+            healthy: 2,
+            unhealthy: 3,
+        }
+    }
 }
 
 /// A content coding gatehouse can send.
@@ -218,6 +360,7 @@ impl Route {
                 root,
                 ..StaticConfig::default()
             }),
+            proxy: None,
             compression: CompressionConfig::default(),
         }
     }

@@ -122,10 +122,21 @@ pub(crate) fn normalise_and_validate(
             );
         }
 
+        if let Some(px) = &route.proxy {
+            if route.static_files.is_some() {
+                c.err(
+                    k.clone(),
+                    "a route mounts one service: [routes.static] or [routes.proxy], not both",
+                );
+            }
+            check_proxy(&mut c, &k, px);
+            check_compression(&mut c, &k, &route.compression);
+            continue;
+        }
         let Some(st) = route.static_files.as_mut() else {
             c.err(
                 k,
-                "the route mounts no service: add a [routes.static] table",
+                "the route mounts no service: add a [routes.static] or [routes.proxy] table",
             );
             continue;
         };
@@ -177,52 +188,140 @@ pub(crate) fn normalise_and_validate(
                 "must be longer than zero when strict = false",
             );
         }
-        let comp = &route.compression;
-        let kc = format!("{k}.compression");
-        for (key, ok, range) in [
-            ("gzip_level", (1..=9).contains(&comp.gzip_level), "1 to 9"),
-            ("br_level", comp.br_level <= 11, "0 to 11"),
-            ("zstd_level", (1..=22).contains(&comp.zstd_level), "1 to 22"),
-        ] {
-            if !ok {
-                c.err(format!("{kc}.{key}"), format!("must be {range}"));
-            }
-        }
-        let mut seen = HashSet::new();
-        if comp.encodings.iter().any(|e| !seen.insert(*e)) {
-            c.err(format!("{kc}.encodings"), "lists a coding twice");
-        }
-        if comp.cache_max_bytes < comp.max_size {
-            c.err(
-                format!("{kc}.cache_max_bytes"),
-                "must be at least max_size: a variant larger than the cache is never kept, so it would be compressed again on every request",
-            );
-        }
-        if comp.min_size > comp.max_size {
-            c.err(format!("{kc}.min_size"), "must not exceed max_size");
-        }
-        for (j, t) in comp.types.iter().enumerate() {
-            let ok = t.split_once('/').is_some_and(|(a, b)| {
-                !a.is_empty()
-                    && !b.is_empty()
-                    && t.bytes()
-                        .all(|c| c.is_ascii_graphic() && c != b';' && c != b',')
-            });
-            if !ok {
-                c.err(
-                    format!("{kc}.types.{j}"),
-                    format!(
-                        "{t:?} is not a media type pattern (type/subtype, type/* or type/*+suffix)"
-                    ),
-                );
-            }
-        }
+        check_compression(&mut c, &k, &route.compression);
     }
 
     if c.errors.is_empty() {
         Ok(())
     } else {
         Err(ConfigErrors(c.errors))
+    }
+}
+
+fn check_compression(c: &mut Collector, k: &str, comp: &crate::CompressionConfig) {
+    let kc = format!("{k}.compression");
+    for (key, ok, range) in [
+        ("gzip_level", (1..=9).contains(&comp.gzip_level), "1 to 9"),
+        ("br_level", comp.br_level <= 11, "0 to 11"),
+        ("zstd_level", (1..=22).contains(&comp.zstd_level), "1 to 22"),
+    ] {
+        if !ok {
+            c.err(format!("{kc}.{key}"), format!("must be {range}"));
+        }
+    }
+    let mut seen = HashSet::new();
+    if comp.encodings.iter().any(|e| !seen.insert(*e)) {
+        c.err(format!("{kc}.encodings"), "lists a coding twice");
+    }
+    if comp.cache_max_bytes < comp.max_size {
+        c.err(
+            format!("{kc}.cache_max_bytes"),
+            "must be at least max_size: a variant larger than the cache is never kept, so it would be compressed again on every request",
+        );
+    }
+    if comp.min_size > comp.max_size {
+        c.err(format!("{kc}.min_size"), "must not exceed max_size");
+    }
+    for (j, t) in comp.types.iter().enumerate() {
+        let ok = t.split_once('/').is_some_and(|(a, b)| {
+            !a.is_empty()
+                && !b.is_empty()
+                && t.bytes()
+                    .all(|c| c.is_ascii_graphic() && c != b';' && c != b',')
+        });
+        if !ok {
+            c.err(
+                format!("{kc}.types.{j}"),
+                format!(
+                    "{t:?} is not a media type pattern (type/subtype, type/* or type/*+suffix)"
+                ),
+            );
+        }
+    }
+}
+
+fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
+    let kp = format!("{k}.proxy");
+    if px.upstreams.is_empty() {
+        c.err(format!("{kp}.upstreams"), "at least one upstream is needed");
+    }
+    for (j, u) in px.upstreams.iter().enumerate() {
+        match u.url.parse::<http::Uri>() {
+            Ok(uri) => {
+                let scheme_ok = uri.scheme_str() == Some("http");
+                let path_ok = uri.path_and_query().is_none_or(|pq| pq.as_str() == "/");
+                if uri.scheme_str() == Some("https") {
+                    c.err(
+                        format!("{kp}.upstreams.{j}"),
+                        "https upstreams are not supported yet (only http://host:port)",
+                    );
+                } else if !scheme_ok || uri.host().is_none() {
+                    c.err(
+                        format!("{kp}.upstreams.{j}"),
+                        format!("{:?} is not an http://host:port URL", u.url),
+                    );
+                } else if !path_ok {
+                    c.err(
+                        format!("{kp}.upstreams.{j}"),
+                        "an upstream URL has no path; use the route's path to map prefixes",
+                    );
+                }
+            }
+            Err(e) => c.err(format!("{kp}.upstreams.{j}"), format!("{:?}: {e}", u.url)),
+        }
+        if u.weight == 0 || u.weight > 1000 {
+            c.err(format!("{kp}.upstreams.{j}.weight"), "must be 1 to 1000");
+        }
+    }
+    let h = px.hash_on.as_str();
+    let hash_ok = h == "client_ip"
+        || h.strip_prefix("header:")
+            .is_some_and(|n| http::HeaderName::from_bytes(n.as_bytes()).is_ok())
+        || h.strip_prefix("cookie:").is_some_and(|n| !n.is_empty());
+    if !hash_ok {
+        c.err(
+            format!("{kp}.hash_on"),
+            "use client_ip, header:<name> or cookie:<name>",
+        );
+    }
+    for (key, d) in [
+        ("connect_timeout", px.connect_timeout),
+        ("response_timeout", px.response_timeout),
+    ] {
+        if d.is_zero() {
+            c.err(format!("{kp}.{key}"), "must be longer than zero");
+        }
+    }
+    for (j, cidr) in px.trusted_proxies.iter().enumerate() {
+        if crate::parse_cidr(cidr).is_none() {
+            c.err(
+                format!("{kp}.trusted_proxies.{j}"),
+                format!("{cidr:?} is not an address or CIDR such as 10.0.0.0/8"),
+            );
+        }
+    }
+    if let Some(hc) = &px.health_check {
+        if hc.interval.is_zero() || hc.timeout.is_zero() {
+            c.err(
+                format!("{kp}.health_check"),
+                "interval and timeout must be longer than zero",
+            );
+        }
+        if !hc.path.starts_with('/') {
+            c.err(format!("{kp}.health_check.path"), "must start with '/'");
+        }
+        if !(100..=599).contains(&hc.expect_status) {
+            c.err(
+                format!("{kp}.health_check.expect_status"),
+                "must be an HTTP status",
+            );
+        }
+        if hc.healthy == 0 || hc.unhealthy == 0 {
+            c.err(
+                format!("{kp}.health_check"),
+                "healthy and unhealthy must be at least 1",
+            );
+        }
     }
 }
 

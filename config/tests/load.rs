@@ -129,3 +129,43 @@ fn compression_is_on_by_default_and_checked() {
         .to_string();
     assert!(e.contains("level"), "{e}");
 }
+
+#[test]
+fn proxy_routes_are_checked_key_by_key() {
+    let c = load(
+        "[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:9000\", { url = \"http://b:80\", weight = 3 }]\npolicy = \"hash\"\nhash_on = \"cookie:sid\"\n",
+    )
+    .unwrap();
+    let px = c.routes[0].proxy.as_ref().unwrap();
+    assert_eq!(px.upstreams[1].weight, 3);
+    assert_eq!(px.policy, gatehouse_config::Policy::Hash);
+
+    let e = load(
+        "[[routes]]\n[routes.proxy]\nupstreams = [\"ftp://x\", \"https://y:443\", { url = \"http://z:1/base\", weight = 0 }]\nhash_on = \"ip\"\ntrusted_proxies = [\"10.0.0.0/33\"]\nconnect_timeout = \"0s\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    for key in [
+        "routes.0.proxy.upstreams.0",
+        "routes.0.proxy.upstreams.1",
+        "routes.0.proxy.upstreams.2",
+        "routes.0.proxy.upstreams.2.weight",
+        "routes.0.proxy.hash_on",
+        "routes.0.proxy.trusted_proxies.0",
+        "routes.0.proxy.connect_timeout",
+    ] {
+        assert!(e.contains(key), "{key} missing from: {e}");
+    }
+    let e = load("[[routes]]\n[routes.proxy]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("routes.0.proxy.upstreams"), "{e}");
+    let e = load("[[routes]]\n[routes.static]\n[routes.proxy]\nupstreams = [\"http://a:1\"]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not both"), "{e}");
+    let e = load("[[routes]]\n[routes.proxy]\nupstreams = [\"http://a:1\"]\npolicy = \"random\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("policy"), "{e}");
+}

@@ -13,6 +13,7 @@
 //! its tower layer stack over the Service it mounts.
 
 use crate::body::GateBody;
+use crate::proxy::{ConnInfo, Proxy, ProxyFuture};
 use crate::static_files::{add_slash, plain, StaticFiles};
 use gatehouse_config::{Coding, CompressionConfig, Config, Route, StaticConfig};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
@@ -38,15 +39,21 @@ use tower_service::Service;
 enum RouteService {
     Static(StaticFiles),
     Compressed(Precompress<StaticFiles>),
+    Proxy(Proxy),
+    ProxyCompressed(Precompress<Proxy>),
 }
 
 use crate::static_files::StaticFuture;
 type CompressedFuture = precompress::ResponseFuture<StaticFuture, GateBody, DefaultPredicate>;
+type ProxyCompressedFuture = precompress::ResponseFuture<ProxyFuture, GateBody, DefaultPredicate>;
 
 #[derive(Clone)]
 struct RouteEntry {
     /// `""` for the root route, else `/segment[/segment…]` without a trailing slash.
     prefix: Box<str>,
+    /// The prefix is taken off the path before the Service sees it (always for static
+    /// files; for a proxy when `strip_prefix` is set).
+    strip: bool,
     svc: RouteService,
 }
 
@@ -62,6 +69,8 @@ struct Table {
     wildcard: Vec<(Box<str>, Group)>,
     any: Group,
     by_host: bool,
+    /// Each proxy once (a route is in as many groups as it has hosts), for background work.
+    proxies: Vec<Proxy>,
 }
 
 /// The gateway's router, built once from the configuration.
@@ -75,14 +84,22 @@ pub fn build(config: &Config) -> io::Result<GatewayRouter> {
     let mut exact: HashMap<Box<str>, Group> = HashMap::new();
     let mut wildcard: HashMap<Box<str>, Group> = HashMap::new();
     let mut any = Group::default();
+    let mut proxies = Vec::new();
     for route in &config.routes {
+        let svc = route_service(route)?;
+        match &svc {
+            RouteService::Proxy(p) => proxies.push(p.clone()),
+            RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().clone()),
+            _ => {}
+        }
         let entry = RouteEntry {
             prefix: if route.path == "/" {
                 "".into()
             } else {
                 route.path.trim_end_matches('/').into()
             },
-            svc: route_service(route)?,
+            strip: route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
+            svc,
         };
         if route.hosts.is_empty() {
             any.routes.push(entry.clone());
@@ -109,11 +126,19 @@ pub fn build(config: &Config) -> io::Result<GatewayRouter> {
             wildcard,
             any,
             by_host,
+            proxies,
         }),
     })
 }
 
 fn route_service(route: &Route) -> io::Result<RouteService> {
+    if let Some(px) = &route.proxy {
+        let proxy = Proxy::new(px)?;
+        return Ok(match compression_layer(&route.compression) {
+            Some(layer) => RouteService::ProxyCompressed(layer.layer(proxy)),
+            None => RouteService::Proxy(proxy),
+        });
+    }
     match &route.static_files {
         Some(st) => {
             let layer = compression_layer(&route.compression);
@@ -252,27 +277,47 @@ impl GatewayRouter {
         })
     }
 
-    pub(crate) fn dispatch<B: Send + 'static>(&self, mut req: Request<B>) -> RouterFuture {
+    pub(crate) fn dispatch<B>(&self, mut req: Request<B>, conn: ConnInfo) -> RouterFuture
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let Some(route) = self.route(&req) else {
             return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
         };
-        if !route.prefix.is_empty() {
-            // The prefix alone names the route's root directory: redirect to it with a
-            // slash, as for any directory, so that relative links in its index resolve.
-            if req.uri().path().len() == route.prefix.len() {
+        if !route.prefix.is_empty() && route.strip {
+            // The prefix alone names a static route's root directory: redirect to it with
+            // a slash, as for any directory, so that relative links in its index resolve.
+            if req.uri().path().len() == route.prefix.len()
+                && matches!(
+                    route.svc,
+                    RouteService::Static(_) | RouteService::Compressed(_)
+                )
+            {
                 return RouterFuture::ready(add_slash(req.uri()));
             }
             strip_prefix(&mut req, route.prefix.len());
         }
-        match &route.svc {
-            RouteService::Static(s) => RouterFuture {
-                kind: Kind::Static { fut: s.serve(req) },
+        let kind = match &route.svc {
+            RouteService::Static(s) => Kind::Static { fut: s.serve(req) },
+            RouteService::Compressed(s) => Kind::Compressed {
+                fut: s.call_with(req, |files, req| files.serve(req)),
             },
-            RouteService::Compressed(s) => RouterFuture {
-                kind: Kind::Compressed {
-                    fut: s.call_with(req, |files, req| files.serve(req)),
-                },
+            RouteService::Proxy(p) => Kind::Proxy {
+                fut: p.serve(req, conn),
             },
+            RouteService::ProxyCompressed(p) => Kind::ProxyCompressed {
+                fut: p.call_with(req, |proxy, req| proxy.serve(req, conn)),
+            },
+        };
+        RouterFuture { kind }
+    }
+
+    /// Starts what the routes run in the background (active health checks), on the
+    /// current runtime.
+    pub fn spawn_background(&self) {
+        for p in &self.table.proxies {
+            p.spawn_health_checks();
         }
     }
 }
@@ -337,6 +382,8 @@ pin_project! {
     enum Kind {
         Static { #[pin] fut: StaticFuture },
         Compressed { #[pin] fut: CompressedFuture },
+        Proxy { #[pin] fut: ProxyFuture },
+        ProxyCompressed { #[pin] fut: ProxyCompressedFuture },
         Ready { res: Option<Response<GateBody>> },
     }
 }
@@ -358,6 +405,10 @@ impl Future for RouterFuture {
             KindProj::Compressed { fut } => {
                 fut.poll(cx).map(|r| r.map(|res| res.map(from_precompress)))
             }
+            KindProj::Proxy { fut } => fut.poll(cx),
+            KindProj::ProxyCompressed { fut } => {
+                fut.poll(cx).map(|r| r.map(|res| res.map(from_precompress)))
+            }
             KindProj::Ready { res } => match res.take() {
                 Some(r) => Poll::Ready(Ok(r)),
                 None => Poll::Ready(Ok(plain(
@@ -369,7 +420,11 @@ impl Future for RouterFuture {
     }
 }
 
-impl<B: Send + 'static> Service<Request<B>> for GatewayRouter {
+impl<B> Service<Request<B>> for GatewayRouter
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     type Response = Response<GateBody>;
     type Error = Infallible;
     type Future = RouterFuture;
@@ -379,7 +434,12 @@ impl<B: Send + 'static> Service<Request<B>> for GatewayRouter {
     }
 
     fn call(&mut self, req: Request<B>) -> RouterFuture {
-        self.dispatch(req)
+        // Mounted in another app, the client's address is whatever axum recorded.
+        let peer = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0);
+        self.dispatch(req, ConnInfo { peer, https: false })
     }
 }
 

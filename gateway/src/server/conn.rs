@@ -138,6 +138,7 @@ impl AsyncWrite for TrackedIo {
 pub(crate) struct ConnService {
     pub(crate) router: GatewayRouter,
     pub(crate) state: Arc<ConnState>,
+    pub(crate) conn: crate::proxy::ConnInfo,
 }
 
 impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
@@ -149,7 +150,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         ConnFuture {
-            inner: self.router.dispatch(req),
+            inner: self.router.dispatch(req, self.conn),
             state: Some(self.state.clone()),
         }
     }

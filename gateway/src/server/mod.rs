@@ -203,6 +203,9 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
             .name(name)
             .spawn(move || {
                 rt.block_on(async move {
+                    if i == 0 {
+                        router.spawn_background();
+                    }
                     let mut loops = Vec::new();
                     for l in listeners {
                         let l = match tokio::net::TcpListener::from_std(l) {
@@ -291,12 +294,12 @@ async fn accept_loop(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
+                Ok((stream, peer)) => {
                     shared.connections.fetch_add(1, Ordering::SeqCst);
                     let guard = ConnGuard(shared.clone());
                     let (router, settings, rx) = (router.clone(), settings.clone(), shutdown.clone());
                     tokio::spawn(async move {
-                        serve_connection(stream, router, &settings, rx).await;
+                        serve_connection(stream, peer, router, &settings, rx).await;
                         drop(guard);
                     });
                 }
@@ -313,6 +316,7 @@ async fn accept_loop(
 
 async fn serve_connection(
     stream: tokio::net::TcpStream,
+    peer: SocketAddr,
     router: Router,
     settings: &ConnSettings,
     shutdown: watch::Receiver<bool>,
@@ -326,6 +330,10 @@ async fn serve_connection(
     let svc = conn::ConnService {
         router,
         state: state.clone(),
+        conn: crate::proxy::ConnInfo {
+            peer: Some(peer),
+            https: false,
+        },
     };
     let conn = sendfile::Scope::new(settings.builder.serve_connection(io, svc), channel);
     tokio::pin!(conn);

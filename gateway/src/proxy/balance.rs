@@ -1,0 +1,297 @@
+//! Upstreams and how one is chosen: selection only. Whether an upstream may be chosen is
+//! its health's business ([`super::health`]).
+
+use http::uri::{Authority, Scheme};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// One upstream server and its live state.
+#[derive(Debug)]
+pub struct Upstream {
+    pub scheme: Scheme,
+    pub authority: Authority,
+    pub weight: u32,
+    /// Requests sent and not yet answered in full (least_requests reads it).
+    pub(crate) in_flight: AtomicU32,
+    /// Passive health: consecutive failures, and until when (ms on [`super::health::now_ms`])
+    /// the upstream is ejected.
+    pub(crate) fails: AtomicU32,
+    pub(crate) down_until: AtomicU64,
+    /// Active health: taken out by the checker.
+    pub(crate) check_down: AtomicBool,
+    pub(crate) check_streak: AtomicU32,
+}
+
+impl Upstream {
+    pub fn new(scheme: Scheme, authority: Authority, weight: u32) -> Upstream {
+        Upstream {
+            scheme,
+            authority,
+            weight: weight.max(1),
+            in_flight: AtomicU32::new(0),
+            fails: AtomicU32::new(0),
+            down_until: AtomicU64::new(0),
+            check_down: AtomicBool::new(false),
+            check_streak: AtomicU32::new(0),
+        }
+    }
+
+    pub fn available(&self, now_ms: u64) -> bool {
+        !self.check_down.load(Ordering::Relaxed)
+            && self.down_until.load(Ordering::Relaxed) <= now_ms
+    }
+
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+}
+
+/// What `policy = "hash"` hashes.
+#[derive(Debug, Clone)]
+pub enum HashOn {
+    ClientIp,
+    Header(http::HeaderName),
+    Cookie(String),
+}
+
+impl HashOn {
+    pub fn parse(s: &str) -> Option<HashOn> {
+        if s == "client_ip" {
+            return Some(HashOn::ClientIp);
+        }
+        if let Some(h) = s.strip_prefix("header:") {
+            return http::HeaderName::from_bytes(h.as_bytes())
+                .ok()
+                .map(HashOn::Header);
+        }
+        s.strip_prefix("cookie:")
+            .filter(|c| !c.is_empty())
+            .map(|c| HashOn::Cookie(c.to_owned()))
+    }
+}
+
+#[derive(Debug)]
+pub enum Selector {
+    /// The smooth weighted order (as nginx's), computed once, walked by an atomic counter.
+    RoundRobin {
+        order: Vec<usize>,
+        next: AtomicUsize,
+    },
+    /// Power of two choices on requests in flight, relative to weight.
+    LeastRequests,
+    /// A consistent-hash ring: 100 points per unit of weight.
+    Hash {
+        ring: Vec<(u64, usize)>,
+        on: HashOn,
+        fallback: Box<Selector>,
+    },
+}
+
+impl Selector {
+    pub fn round_robin(ups: &[Arc<Upstream>]) -> Selector {
+        let total: i64 = ups.iter().map(|u| u.weight as i64).sum();
+        let mut current = vec![0i64; ups.len()];
+        let mut order = Vec::with_capacity(total as usize);
+        for _ in 0..total {
+            for (c, u) in current.iter_mut().zip(ups) {
+                *c += u.weight as i64;
+            }
+            let Some((best, _)) = current
+                .iter()
+                .enumerate()
+                .max_by_key(|&(i, c)| (*c, -(i as i64)))
+            else {
+                break;
+            };
+            current[best] -= total;
+            order.push(best);
+        }
+        Selector::RoundRobin {
+            order,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn hash(ups: &[Arc<Upstream>], on: HashOn) -> Selector {
+        let mut ring = Vec::new();
+        for (i, u) in ups.iter().enumerate() {
+            for v in 0..(100 * u.weight) {
+                let point = fnv1a(format!("{}#{v}", u.authority).as_bytes());
+                ring.push((point, i));
+            }
+        }
+        ring.sort_unstable();
+        Selector::Hash {
+            ring,
+            on,
+            fallback: Box::new(Selector::round_robin(ups)),
+        }
+    }
+
+    /// An upstream that is available and not in `tried`; `key` is the hash key (the hash
+    /// policy falls back to round robin without one).
+    pub fn pick(
+        &self,
+        ups: &[Arc<Upstream>],
+        now_ms: u64,
+        tried: &[usize],
+        key: Option<u64>,
+    ) -> Option<usize> {
+        let ok = |i: usize| ups[i].available(now_ms) && !tried.contains(&i);
+        match self {
+            Selector::RoundRobin { order, next } => {
+                if order.is_empty() {
+                    return None;
+                }
+                let start = next.fetch_add(1, Ordering::Relaxed);
+                (0..order.len())
+                    .map(|k| order[(start + k) % order.len()])
+                    .find(|&i| ok(i))
+            }
+            Selector::LeastRequests => {
+                let live: Vec<usize> = (0..ups.len()).filter(|&i| ok(i)).collect();
+                match live.len() {
+                    0 => None,
+                    1 => Some(live[0]),
+                    n => {
+                        let a = live[rand_below(n)];
+                        let mut b = live[rand_below(n - 1)];
+                        if b == a {
+                            b = live[n - 1];
+                        }
+                        // in_flight / weight, compared without division.
+                        let load =
+                            |i: usize| ups[i].in_flight() as u64 * 1000 / ups[i].weight as u64;
+                        Some(if load(b) < load(a) { b } else { a })
+                    }
+                }
+            }
+            Selector::Hash { ring, fallback, .. } => {
+                let Some(h) = key else {
+                    return fallback.pick(ups, now_ms, tried, None);
+                };
+                if ring.is_empty() {
+                    return None;
+                }
+                let start = ring.partition_point(|&(p, _)| p < h);
+                (0..ring.len())
+                    .map(|k| ring[(start + k) % ring.len()].1)
+                    .find(|&i| ok(i))
+            }
+        }
+    }
+}
+
+/// FNV-1a: stable across processes and restarts, so a key maps to the same upstream on
+/// every gatehouse in front of a pool.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    // A final mix, so that nearby keys spread over the ring.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51afd7ed558ccd);
+    h ^= h >> 33;
+    h
+}
+
+fn rand_below(n: usize) -> usize {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0x9e3779b97f4a7c15, |d| d.as_nanos() as u64);
+            t | 1
+        });
+    }
+    STATE.with(|s| {
+        // xorshift64*
+        let mut x = s.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        (x.wrapping_mul(0x2545f4914f6cdd1d) >> 33) as usize % n.max(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ups(weights: &[u32]) -> Vec<Arc<Upstream>> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                Arc::new(Upstream::new(
+                    Scheme::HTTP,
+                    format!("10.0.0.{i}:80").parse().unwrap(),
+                    w,
+                ))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn round_robin_is_smooth_and_weighted() {
+        let u = ups(&[5, 1, 1]);
+        let s = Selector::round_robin(&u);
+        let picks: Vec<usize> = (0..7).map(|_| s.pick(&u, 0, &[], None).unwrap()).collect();
+        assert_eq!(picks, [0, 0, 1, 0, 2, 0, 0]);
+    }
+
+    #[test]
+    fn unavailable_and_tried_are_skipped() {
+        let u = ups(&[1, 1, 1]);
+        let s = Selector::round_robin(&u);
+        u[1].check_down.store(true, Ordering::Relaxed);
+        for _ in 0..10 {
+            let p = s.pick(&u, 0, &[0], None).unwrap();
+            assert_eq!(p, 2);
+        }
+        u[2].down_until.store(100, Ordering::Relaxed);
+        assert_eq!(s.pick(&u, 50, &[0], None), None);
+        assert_eq!(s.pick(&u, 100, &[0], None), Some(2));
+    }
+
+    #[test]
+    fn least_requests_prefers_the_idle() {
+        let u = ups(&[1, 1]);
+        u[0].in_flight.store(10, Ordering::Relaxed);
+        let s = Selector::LeastRequests;
+        for _ in 0..20 {
+            assert_eq!(s.pick(&u, 0, &[], None), Some(1));
+        }
+    }
+
+    #[test]
+    fn hash_is_consistent_and_moves_few_keys() {
+        let u = ups(&[1, 1, 1, 1]);
+        let s = Selector::hash(&u, HashOn::ClientIp);
+        let before: Vec<usize> = (0..1000u64)
+            .map(|k| s.pick(&u, 0, &[], Some(fnv1a(&k.to_le_bytes()))).unwrap())
+            .collect();
+        let again: Vec<usize> = (0..1000u64)
+            .map(|k| s.pick(&u, 0, &[], Some(fnv1a(&k.to_le_bytes()))).unwrap())
+            .collect();
+        assert_eq!(before, again);
+        for i in 0..4 {
+            let n = before.iter().filter(|&&p| p == i).count();
+            assert!((150..350).contains(&n), "upstream {i}: {n} of 1000");
+        }
+        // Take one out: only its keys move.
+        u[2].check_down.store(true, Ordering::Relaxed);
+        for k in 0..1000u64 {
+            let p = s.pick(&u, 0, &[], Some(fnv1a(&k.to_le_bytes()))).unwrap();
+            if before[k as usize] != 2 {
+                assert_eq!(p, before[k as usize]);
+            } else {
+                assert_ne!(p, 2);
+            }
+        }
+    }
+}

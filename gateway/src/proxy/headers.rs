@@ -1,0 +1,238 @@
+//! The headers a proxy must change, RFC 9110 §7.6: hop-by-hop fields removed, `Via`
+//! added, and the client's address and scheme passed on (`X-Forwarded-*`, and RFC 7239
+//! `Forwarded` when asked).
+
+use http::header::{CONNECTION, FORWARDED, HOST, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, VIA};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use std::net::IpAddr;
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+
+/// Removes the hop-by-hop fields (§7.6.1): `Connection` and every field it names,
+/// `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and `Proxy-*`.
+pub fn remove_hop_by_hop(h: &mut HeaderMap) {
+    // The fields that Connection names go first, while it is still there to read.
+    if h.contains_key(CONNECTION) {
+        let named: Vec<HeaderName> = h
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+            .collect();
+        for n in named {
+            h.remove(n);
+        }
+        h.remove(CONNECTION);
+    }
+    for n in [&KEEP_ALIVE, &TE, &TRAILER, &TRANSFER_ENCODING, &UPGRADE] {
+        h.remove(n);
+    }
+    if h.keys().any(|k| k.as_str().starts_with("proxy-")) {
+        let proxy: Vec<HeaderName> = h
+            .keys()
+            .filter(|k| k.as_str().starts_with("proxy-"))
+            .cloned()
+            .collect();
+        for n in proxy {
+            h.remove(n);
+        }
+    }
+}
+
+/// Adds this hop to `Via` (§7.6.3), after any earlier ones.
+pub fn add_via(h: &mut HeaderMap, version: http::Version) {
+    let v = match version {
+        http::Version::HTTP_10 => "1.0 gatehouse",
+        http::Version::HTTP_2 => "2 gatehouse",
+        _ => "1.1 gatehouse",
+    };
+    h.append(VIA, HeaderValue::from_static(v));
+}
+
+/// Which clients may speak for others.
+#[derive(Debug, Clone, Default)]
+pub struct Trusted {
+    nets: Vec<(IpAddr, u8)>,
+}
+
+impl Trusted {
+    pub fn new(cidrs: &[String]) -> Trusted {
+        Trusted {
+            nets: cidrs
+                .iter()
+                .filter_map(|c| gatehouse_config::parse_cidr(c))
+                .collect(),
+        }
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        self.nets
+            .iter()
+            .any(|&(net, len)| match (canonical(net), ip) {
+                (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), len),
+                (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), len),
+                _ => false,
+            })
+    }
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+fn prefix_eq(a: &[u8], b: &[u8], len: u8) -> bool {
+    let (full, rest) = ((len / 8) as usize, len % 8);
+    if a[..full] != b[..full] {
+        return false;
+    }
+    if rest == 0 {
+        return true;
+    }
+    let mask = 0xffu8 << (8 - rest);
+    a[full] & mask == b[full] & mask
+}
+
+/// Sets the forwarding fields for a request from `peer`. From a trusted proxy, the chain it
+/// sent is kept and extended; from anyone else, whatever it claimed is replaced.
+pub fn forward(
+    h: &mut HeaderMap,
+    peer: Option<IpAddr>,
+    scheme: &str,
+    trusted: &Trusted,
+    rfc7239: bool,
+) {
+    let trust = peer.is_some_and(|p| trusted.contains(p));
+    let client = peer.map_or_else(|| "unknown".to_string(), |p| canonical(p).to_string());
+    let host = h.get(HOST).cloned();
+
+    // X-Forwarded-For: one field, the chain so far then this client.
+    let chain = if trust {
+        let prior: Vec<&str> = h
+            .get_all(&X_FORWARDED_FOR)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect();
+        if prior.is_empty() {
+            client.clone()
+        } else {
+            format!("{}, {client}", prior.join(", "))
+        }
+    } else {
+        client.clone()
+    };
+    if let Ok(v) = HeaderValue::from_str(&chain) {
+        h.insert(&X_FORWARDED_FOR, v);
+    }
+    if !trust || !h.contains_key(&X_FORWARDED_PROTO) {
+        h.insert(
+            &X_FORWARDED_PROTO,
+            HeaderValue::from_static(static_scheme(scheme)),
+        );
+    }
+    if !trust || !h.contains_key(&X_FORWARDED_HOST) {
+        match &host {
+            Some(v) => h.insert(&X_FORWARDED_HOST, v.clone()),
+            None => h.remove(&X_FORWARDED_HOST),
+        };
+    }
+    if rfc7239 {
+        // RFC 7239 §6: an IPv6 node is quoted and bracketed.
+        let node = match peer.map(canonical) {
+            Some(IpAddr::V6(v6)) => format!("\"[{v6}]\""),
+            Some(v4) => v4.to_string(),
+            None => "unknown".into(),
+        };
+        let mut elem = format!("for={node};proto={}", static_scheme(scheme));
+        if let Some(hv) = host.as_ref().and_then(|v| v.to_str().ok()) {
+            elem.push_str(&format!(";host=\"{}\"", hv.replace(['"', '\\'], "")));
+        }
+        let value = match (trust, h.get(FORWARDED).and_then(|v| v.to_str().ok())) {
+            (true, Some(prior)) => format!("{prior}, {elem}"),
+            _ => elem,
+        };
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(FORWARDED, v);
+        }
+    } else if !trust {
+        h.remove(FORWARDED);
+    }
+}
+
+fn static_scheme(s: &str) -> &'static str {
+    if s == "https" {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hv(s: &str) -> HeaderValue {
+        HeaderValue::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn hop_by_hop_fields_go() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, hv("keep-alive, X-Secret"));
+        h.insert("x-secret", hv("1"));
+        h.insert("keep-alive", hv("timeout=5"));
+        h.insert(TE, hv("trailers"));
+        h.insert("proxy-authorization", hv("Basic x"));
+        h.insert("x-kept", hv("yes"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h["x-kept"], "yes");
+    }
+
+    #[test]
+    fn untrusted_claims_are_replaced() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", hv("6.6.6.6"));
+        h.insert("x-forwarded-proto", hv("https"));
+        h.insert(HOST, hv("example.com"));
+        forward(
+            &mut h,
+            Some("192.0.2.1".parse().unwrap()),
+            "http",
+            &Trusted::default(),
+            true,
+        );
+        assert_eq!(h["x-forwarded-for"], "192.0.2.1");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "example.com");
+        assert_eq!(
+            h[FORWARDED],
+            "for=192.0.2.1;proto=http;host=\"example.com\""
+        );
+    }
+
+    #[test]
+    fn trusted_chains_are_extended_in_one_field() {
+        let t = Trusted::new(&["10.0.0.0/8".into(), "::1".into()]);
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", hv("203.0.113.5"));
+        h.append("x-forwarded-for", hv("198.51.100.7"));
+        forward(&mut h, Some("10.1.2.3".parse().unwrap()), "http", &t, false);
+        assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
+        assert_eq!(h["x-forwarded-for"], "203.0.113.5, 198.51.100.7, 10.1.2.3");
+        let mut h = HeaderMap::new();
+        forward(&mut h, Some("::1".parse().unwrap()), "http", &t, true);
+        assert_eq!(h[FORWARDED], "for=\"[::1]\";proto=http");
+        assert!(t.contains("::ffff:10.9.9.9".parse().unwrap()));
+        assert!(!t.contains("11.0.0.1".parse().unwrap()));
+    }
+}

@@ -1,0 +1,139 @@
+//! Whether an upstream may be chosen: passive (consecutive failures of real requests eject
+//! it for a cooldown) and active (a periodic request to a health path).
+
+use super::balance::Upstream;
+use super::Client;
+use gatehouse_config::HealthCheckConfig;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Milliseconds on a monotonic clock, as the upstreams' ejection deadlines are kept.
+pub fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+/// Passive health settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Passive {
+    pub max_fails: u32,
+    pub fail_timeout: Duration,
+}
+
+impl Passive {
+    pub fn failed(&self, u: &Upstream) {
+        if self.max_fails == 0 {
+            return;
+        }
+        let n = u.fails.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.max_fails {
+            u.fails.store(0, Ordering::Relaxed);
+            let until = now_ms() + self.fail_timeout.as_millis() as u64;
+            u.down_until.store(until, Ordering::Relaxed);
+            tracing::warn!(
+                upstream = %u.authority,
+                "ejected for {:?} after {n} consecutive failures",
+                self.fail_timeout
+            );
+        }
+    }
+
+    pub fn succeeded(&self, u: &Upstream) {
+        if u.fails.load(Ordering::Relaxed) != 0 {
+            u.fails.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Checks every upstream every `interval` until the returned task is dropped with its
+/// runtime.
+pub async fn run_checks(upstreams: Vec<Arc<Upstream>>, client: Client, cfg: HealthCheckConfig) {
+    let mut tick = tokio::time::interval(cfg.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for u in &upstreams {
+            let ok = probe(&client, u, &cfg).await;
+            record(u, ok, &cfg);
+        }
+    }
+}
+
+async fn probe(client: &Client, u: &Upstream, cfg: &HealthCheckConfig) -> bool {
+    let uri = format!("{}://{}{}", u.scheme, u.authority, cfg.path);
+    let Ok(req) = http::Request::get(uri)
+        .header(http::header::USER_AGENT, "gatehouse-health-check")
+        .body(axum::body::Body::empty())
+    else {
+        return false;
+    };
+    match tokio::time::timeout(cfg.timeout, client.request(req)).await {
+        Ok(Ok(res)) => res.status().as_u16() == cfg.expect_status,
+        _ => false,
+    }
+}
+
+/// Counts a streak of passes or failures; `healthy` passes bring an upstream back,
+/// `unhealthy` failures take it out.
+pub fn record(u: &Upstream, ok: bool, cfg: &HealthCheckConfig) {
+    let down = u.check_down.load(Ordering::Relaxed);
+    if ok != down {
+        // The result agrees with the current state: no streak towards a change.
+        u.check_streak.store(0, Ordering::Relaxed);
+        return;
+    }
+    let n = u.check_streak.fetch_add(1, Ordering::Relaxed) + 1;
+    let needed = if down { cfg.healthy } else { cfg.unhealthy };
+    if n >= needed {
+        u.check_streak.store(0, Ordering::Relaxed);
+        u.check_down.store(!down, Ordering::Relaxed);
+        if down {
+            tracing::info!(upstream = %u.authority, "healthy again after {n} checks");
+        } else {
+            tracing::warn!(upstream = %u.authority, "unhealthy after {n} failed checks");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaks_change_state() {
+        let u = Upstream::new(http::uri::Scheme::HTTP, "a:1".parse().unwrap(), 1);
+        let cfg = HealthCheckConfig {
+            healthy: 2,
+            unhealthy: 3,
+            ..HealthCheckConfig::default()
+        };
+        for _ in 0..2 {
+            record(&u, false, &cfg);
+        }
+        record(&u, true, &cfg);
+        assert!(u.available(0), "a pass breaks the streak");
+        for _ in 0..3 {
+            record(&u, false, &cfg);
+        }
+        assert!(!u.available(0));
+        record(&u, true, &cfg);
+        assert!(!u.available(0));
+        record(&u, true, &cfg);
+        assert!(u.available(0));
+    }
+
+    #[test]
+    fn passive_ejection_expires() {
+        let u = Upstream::new(http::uri::Scheme::HTTP, "a:1".parse().unwrap(), 1);
+        let p = Passive {
+            max_fails: 2,
+            fail_timeout: Duration::from_secs(5),
+        };
+        p.failed(&u);
+        assert!(u.available(now_ms()));
+        p.failed(&u);
+        assert!(!u.available(now_ms()));
+        assert!(u.available(now_ms() + 5_001));
+    }
+}

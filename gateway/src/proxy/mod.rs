@@ -1,0 +1,352 @@
+//! The reverse proxy Service: a route's requests go to a pool of upstreams over pooled
+//! keep-alive connections, bodies streaming both ways.
+//!
+//! - Selection ([`balance`]): weighted round robin, least requests (power of two choices),
+//!   or a consistent hash of the client IP, a header or a cookie.
+//! - Health ([`health`]): passive (consecutive failures eject an upstream for a cooldown)
+//!   and active (a periodic request to a health path). With every upstream out, 503 at
+//!   once.
+//! - Headers ([`headers`]): hop-by-hop fields removed both ways, `Via` added, and the
+//!   client's address passed on in `X-Forwarded-For` (appended to a trusted proxy's chain,
+//!   replacing an untrusted client's claim), `X-Forwarded-Proto`, `X-Forwarded-Host` and,
+//!   when asked, `Forwarded`.
+//! - Failures: refused or reset → 502, no response head in time → 504, each with a short
+//!   body naming no upstream. An idempotent request with no body that could not be sent at
+//!   all (the connection failed) is tried on the next upstream.
+
+pub mod balance;
+pub mod headers;
+pub mod health;
+
+use crate::body::GateBody;
+use crate::static_files::plain;
+use balance::{HashOn, Selector, Upstream};
+use bytes::Bytes;
+use gatehouse_config::{Policy, ProxyConfig};
+use health::Passive;
+use http::header::{CONTENT_LENGTH, COOKIE, HOST};
+use http::uri::{PathAndQuery, Scheme};
+use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body::Body;
+use http_body_util::{BodyExt, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) type Client = hyper_util::client::legacy::Client<HttpConnector, axum::body::Body>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the proxy needs to know about the client's connection.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConnInfo {
+    pub peer: Option<SocketAddr>,
+    pub https: bool,
+}
+
+/// A route's proxy. Cheap to clone.
+#[derive(Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    upstreams: Vec<Arc<Upstream>>,
+    selector: Selector,
+    client: Client,
+    passive: Passive,
+    keep_host: bool,
+    max_body: u64,
+    response_timeout: Duration,
+    retries: u32,
+    trusted: headers::Trusted,
+    forwarded: bool,
+    health_check: Option<gatehouse_config::HealthCheckConfig>,
+}
+
+pub type ProxyFuture = Pin<Box<dyn Future<Output = Result<Response<GateBody>, Infallible>> + Send>>;
+
+impl Proxy {
+    /// The proxy for a validated `[routes.proxy]` table.
+    pub fn new(cfg: &ProxyConfig) -> std::io::Result<Proxy> {
+        let mut upstreams = Vec::new();
+        for u in &cfg.upstreams {
+            let uri: Uri = u.url.parse().map_err(std::io::Error::other)?;
+            let authority = uri
+                .authority()
+                .cloned()
+                .ok_or_else(|| std::io::Error::other(format!("{}: no host", u.url)))?;
+            let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
+            upstreams.push(Arc::new(Upstream::new(scheme, authority, u.weight)));
+        }
+        let selector = match cfg.policy {
+            Policy::RoundRobin => Selector::round_robin(&upstreams),
+            Policy::LeastRequests => Selector::LeastRequests,
+            Policy::Hash => Selector::hash(
+                &upstreams,
+                HashOn::parse(&cfg.hash_on).unwrap_or(HashOn::ClientIp),
+            ),
+        };
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(cfg.connect_timeout));
+        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(cfg.pool_idle_timeout)
+            .pool_max_idle_per_host(cfg.pool_max_idle)
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .build(connector);
+        Ok(Proxy {
+            inner: Arc::new(Inner {
+                upstreams,
+                selector,
+                client,
+                passive: Passive {
+                    max_fails: cfg.max_fails,
+                    fail_timeout: cfg.fail_timeout,
+                },
+                keep_host: cfg.keep_host,
+                max_body: cfg.max_body_bytes,
+                response_timeout: cfg.response_timeout,
+                retries: cfg.retries,
+                trusted: headers::Trusted::new(&cfg.trusted_proxies),
+                forwarded: cfg.forwarded,
+                health_check: cfg.health_check.clone(),
+            }),
+        })
+    }
+
+    /// The upstreams, in configuration order (their live state, for tests and metrics).
+    pub fn upstreams(&self) -> &[Arc<Upstream>] {
+        &self.inner.upstreams
+    }
+
+    /// Starts the active health checks, if configured, on the current runtime.
+    pub fn spawn_health_checks(&self) {
+        if let Some(cfg) = &self.inner.health_check {
+            let ups = self.inner.upstreams.clone();
+            let client = self.inner.client.clone();
+            tokio::spawn(health::run_checks(ups, client, cfg.clone()));
+        }
+    }
+
+    pub fn serve<B>(&self, req: Request<B>, conn: ConnInfo) -> ProxyFuture
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let this = self.inner.clone();
+        Box::pin(async move { Ok(this.forward(req, conn).await) })
+    }
+}
+
+impl Inner {
+    async fn forward<B>(&self, req: Request<B>, conn: ConnInfo) -> Response<GateBody>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let (mut parts, body) = req.into_parts();
+        if self.max_body > 0 {
+            let declared = parts
+                .headers
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            if declared.is_some_and(|n| n > self.max_body) {
+                return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+            }
+        }
+        let client_host = parts.headers.get(HOST).cloned().or_else(|| {
+            parts
+                .uri
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        });
+        headers::remove_hop_by_hop(&mut parts.headers);
+        headers::forward(
+            &mut parts.headers,
+            conn.peer.map(|p| p.ip()),
+            if conn.https { "https" } else { "http" },
+            &self.trusted,
+            self.forwarded,
+        );
+        headers::add_via(&mut parts.headers, parts.version);
+        let key = match &self.selector {
+            Selector::Hash { on, .. } => hash_key(on, &parts, conn),
+            _ => None,
+        };
+        let path: PathAndQuery = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        // Only a request that can be sent again as it was may go to another upstream: an
+        // idempotent method (RFC 9110 §9.2.2) and no body to replay.
+        let replayable = matches!(
+            parts.method,
+            Method::GET
+                | Method::HEAD
+                | Method::OPTIONS
+                | Method::TRACE
+                | Method::PUT
+                | Method::DELETE
+        ) && body.is_end_stream();
+        let body = if self.max_body > 0 {
+            axum::body::Body::new(Limited::new(body, self.max_body as usize))
+        } else {
+            axum::body::Body::new(body.map_err(Into::into))
+        };
+        let mut body = Some(body);
+        let mut tried: Vec<usize> = Vec::new();
+        loop {
+            let now = health::now_ms();
+            let Some(i) = self.selector.pick(&self.upstreams, now, &tried, key) else {
+                return if tried.is_empty() {
+                    plain(StatusCode::SERVICE_UNAVAILABLE, "no upstream available\n")
+                } else {
+                    plain(StatusCode::BAD_GATEWAY, "bad gateway\n")
+                };
+            };
+            tried.push(i);
+            let up = self.upstreams[i].clone();
+            let mut p = parts.clone();
+            let uri = Uri::builder()
+                .scheme(up.scheme.clone())
+                .authority(up.authority.clone())
+                .path_and_query(path.clone())
+                .build();
+            let Ok(uri) = uri else {
+                return plain(StatusCode::BAD_REQUEST, "bad request\n");
+            };
+            p.uri = uri;
+            p.version = http::Version::HTTP_11;
+            match (&client_host, self.keep_host) {
+                (Some(h), true) => {
+                    p.headers.insert(HOST, h.clone());
+                }
+                _ => {
+                    if let Ok(h) = HeaderValue::from_str(up.authority.as_str()) {
+                        p.headers.insert(HOST, h);
+                    }
+                }
+            }
+            let b = body.take().unwrap_or_else(axum::body::Body::empty);
+            up.in_flight.fetch_add(1, Ordering::Relaxed);
+            let guard = InFlight(up.clone());
+            let sent = tokio::time::timeout(
+                self.response_timeout,
+                self.client.request(Request::from_parts(p, b)),
+            )
+            .await;
+            match sent {
+                Ok(Ok(res)) => {
+                    self.passive.succeeded(&up);
+                    return respond(res, guard);
+                }
+                Ok(Err(e)) => {
+                    if caused_by::<http_body_util::LengthLimitError>(&e) {
+                        return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+                    }
+                    tracing::warn!(upstream = %up.authority, "upstream request failed: {e}");
+                    self.passive.failed(&up);
+                    let again = e.is_connect()
+                        && replayable
+                        && tried.len() <= self.retries as usize
+                        && tried.len() < self.upstreams.len();
+                    if !again {
+                        return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
+                    }
+                    body = Some(axum::body::Body::empty());
+                }
+                Err(_) => {
+                    tracing::warn!(upstream = %up.authority, "no response within {:?}", self.response_timeout);
+                    self.passive.failed(&up);
+                    return plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout\n");
+                }
+            }
+        }
+    }
+}
+
+fn hash_key(on: &HashOn, parts: &http::request::Parts, conn: ConnInfo) -> Option<u64> {
+    match on {
+        HashOn::ClientIp => conn
+            .peer
+            .map(|p| balance::fnv1a(p.ip().to_string().as_bytes())),
+        HashOn::Header(name) => parts
+            .headers
+            .get(name)
+            .map(|v| balance::fnv1a(v.as_bytes())),
+        HashOn::Cookie(name) => parts
+            .headers
+            .get_all(COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|c| c.trim().split_once('='))
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| balance::fnv1a(v.as_bytes())),
+    }
+}
+
+fn caused_by<E: std::error::Error + 'static>(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.is::<E>() {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// Counts a request against its upstream until the response body is done with.
+struct InFlight(Arc<Upstream>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pin_project_lite::pin_project! {
+    struct Counted {
+        #[pin]
+        inner: hyper::body::Incoming,
+        guard: InFlight,
+    }
+}
+
+impl Body for Counted {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+fn respond(res: Response<hyper::body::Incoming>, guard: InFlight) -> Response<GateBody> {
+    let (mut parts, body) = res.into_parts();
+    headers::remove_hop_by_hop(&mut parts.headers);
+    headers::add_via(&mut parts.headers, parts.version);
+    parts.version = http::Version::HTTP_11;
+    let body = GateBody::Boxed(axum::body::Body::new(Counted { inner: body, guard }));
+    Response::from_parts(parts, body)
+}

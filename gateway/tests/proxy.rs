@@ -1,0 +1,445 @@
+//! The reverse proxy against in-process backends (small axum servers the tests start):
+//! balancing, failures, health, headers and limits.
+mod common;
+use axum::extract::Request as AxumRequest;
+use axum::routing::any;
+use common::*;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A backend on its own runtime thread, answering with `app`. Lives as long as the test.
+struct Backend {
+    addr: SocketAddr,
+}
+
+fn backend(app: axum::Router) -> Backend {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    backend_on(listener, app)
+}
+
+fn backend_on(listener: std::net::TcpListener, app: axum::Router) -> Backend {
+    let addr = listener.local_addr().expect("addr");
+    listener.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let _ = axum::serve(l, app).await;
+        });
+    });
+    Backend { addr }
+}
+
+/// A backend that answers every request with its name.
+fn named(name: &'static str) -> Backend {
+    backend(axum::Router::new().fallback(any(move || async move { name })))
+}
+
+/// An address nothing listens on.
+fn dead_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr")
+}
+
+fn proxy_toml(upstreams: &[String], extra: &str) -> String {
+    let list: Vec<String> = upstreams.iter().map(|u| format!("{u:?}")).collect();
+    format!(
+        "[[routes]]\n[routes.proxy]\nupstreams = [{}]\n{extra}\n",
+        list.join(", ")
+    )
+}
+
+fn url(a: SocketAddr) -> String {
+    format!("http://{a}")
+}
+
+fn start(toml: &str) -> TestServer {
+    let dir = std::env::temp_dir();
+    TestServer::start(&dir, toml)
+}
+
+fn count<'a>(bodies: impl Iterator<Item = &'a str>, name: &str) -> usize {
+    bodies.filter(|b| *b == name).count()
+}
+
+#[test]
+fn round_robin_follows_weights() {
+    let (a, b) = (named("a"), named("b"));
+    let toml = format!(
+        "[[routes]]\n[routes.proxy]\nupstreams = [{{ url = {:?}, weight = 2 }}, {:?}]\n",
+        url(a.addr),
+        url(b.addr)
+    );
+    let s = start(&toml);
+    let bodies: Vec<String> = (0..30).map(|_| s.get("/").text()).collect();
+    assert_eq!(count(bodies.iter().map(String::as_str), "a"), 20);
+    assert_eq!(count(bodies.iter().map(String::as_str), "b"), 10);
+}
+
+#[test]
+fn least_requests_avoids_the_busy_upstream() {
+    let slow = backend(axum::Router::new().fallback(any(|| async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        "slow"
+    })));
+    let fast = named("fast");
+    let s = start(&proxy_toml(
+        &[url(slow.addr), url(fast.addr)],
+        "policy = \"least_requests\"",
+    ));
+    let addr = s.addr;
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = Conn::open(addr);
+                (0..10)
+                    .map(|_| c.request("GET / HTTP/1.1\r\nHost: t\r\n\r\n").text())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let all: Vec<String> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let (n_slow, n_fast) = (
+        count(all.iter().map(String::as_str), "slow"),
+        count(all.iter().map(String::as_str), "fast"),
+    );
+    assert_eq!(n_slow + n_fast, 80);
+    assert!(n_fast > 3 * n_slow, "fast {n_fast}, slow {n_slow}");
+    assert!(n_slow > 0, "the slow upstream still gets some");
+}
+
+#[test]
+fn hash_on_a_header_is_sticky_and_spreads() {
+    let (a, b) = (named("a"), named("b"));
+    let s = start(&proxy_toml(
+        &[url(a.addr), url(b.addr)],
+        "policy = \"hash\"\nhash_on = \"header:x-user\"",
+    ));
+    let mut seen = std::collections::HashMap::new();
+    for round in 0..3 {
+        for u in 0..40 {
+            let got = s.get_with("/", &format!("X-User: user{u}\r\n")).text();
+            let first = seen.entry(u).or_insert_with(|| got.clone());
+            assert_eq!(*first, got, "user{u} moved in round {round}");
+        }
+    }
+    let on_a = seen.values().filter(|v| *v == "a").count();
+    assert!((8..=32).contains(&on_a), "{on_a} of 40 users on a");
+}
+
+#[test]
+fn a_dead_upstream_fails_over_for_idempotent_requests_and_gives_502_otherwise() {
+    let live = named("live");
+    let s = start(&proxy_toml(
+        &[url(dead_addr()), url(live.addr)],
+        "max_fails = 0",
+    ));
+    // Round robin starts at the dead one: the GET goes on to the live one.
+    for _ in 0..4 {
+        let r = s.get("/");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.text(), "live");
+    }
+    // A POST with a body is not replayed.
+    let mut saw_502 = false;
+    for _ in 0..4 {
+        let r = send(
+            s.addr,
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc",
+        );
+        if r.status == 502 {
+            saw_502 = true;
+            assert_eq!(r.text(), "bad gateway\n");
+        } else {
+            assert_eq!(r.text(), "live");
+        }
+    }
+    assert!(saw_502);
+}
+
+#[test]
+fn a_slow_upstream_gives_504() {
+    let slow = backend(axum::Router::new().fallback(any(|| async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        "late"
+    })));
+    let s = start(&proxy_toml(
+        &[url(slow.addr)],
+        "response_timeout = \"300ms\"",
+    ));
+    let t = Instant::now();
+    let r = s.get("/");
+    assert_eq!(r.status, 504);
+    assert_eq!(r.text(), "gateway timeout\n");
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn passive_ejection_and_recovery() {
+    let good = named("good");
+    let flaky_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let flaky_addr = flaky_listener.local_addr().unwrap();
+    drop(flaky_listener);
+    let s = start(&proxy_toml(
+        &[url(flaky_addr), url(good.addr)],
+        "max_fails = 1\nfail_timeout = \"1s\"\nretries = 0",
+    ));
+    // The first request goes to the dead upstream and fails; it is ejected.
+    assert_eq!(s.get("/").status, 502);
+    for _ in 0..6 {
+        assert_eq!(s.get("/").text(), "good");
+    }
+    // It comes back to life, and after the cooldown it gets traffic again.
+    let _flaky = backend_on(
+        std::net::TcpListener::bind(flaky_addr).unwrap(),
+        axum::Router::new().fallback(any(|| async { "flaky" })),
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    let bodies: Vec<String> = (0..6).map(|_| s.get("/").text()).collect();
+    assert_eq!(
+        count(bodies.iter().map(String::as_str), "flaky"),
+        3,
+        "{bodies:?}"
+    );
+}
+
+#[test]
+fn active_health_checks_take_an_upstream_out_and_bring_it_back() {
+    let healthy = Arc::new(AtomicBool::new(false));
+    let h = healthy.clone();
+    let sick = backend(
+        axum::Router::new()
+            .route(
+                "/health",
+                any(move || {
+                    let ok = h.load(Ordering::SeqCst);
+                    async move {
+                        if ok {
+                            (http::StatusCode::OK, "ok")
+                        } else {
+                            (http::StatusCode::INTERNAL_SERVER_ERROR, "no")
+                        }
+                    }
+                }),
+            )
+            .fallback(any(|| async { "sick" })),
+    );
+    let well = backend(
+        axum::Router::new()
+            .route("/health", any(|| async { "ok" }))
+            .fallback(any(|| async { "well" })),
+    );
+    let s = start(&proxy_toml(
+        &[url(sick.addr), url(well.addr)],
+        "[routes.proxy.health_check]\ninterval = \"50ms\"\npath = \"/health\"\nhealthy = 2\nunhealthy = 2",
+    ));
+    std::thread::sleep(Duration::from_millis(400));
+    for _ in 0..6 {
+        assert_eq!(s.get("/").text(), "well");
+    }
+    healthy.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(400));
+    let bodies: Vec<String> = (0..6).map(|_| s.get("/").text()).collect();
+    assert_eq!(
+        count(bodies.iter().map(String::as_str), "sick"),
+        3,
+        "{bodies:?}"
+    );
+}
+
+#[test]
+fn with_every_upstream_down_the_answer_is_503_at_once() {
+    let down = backend(axum::Router::new().fallback(any(|| async {
+        (http::StatusCode::SERVICE_UNAVAILABLE, "x")
+    })));
+    let s = start(&proxy_toml(
+        &[url(down.addr)],
+        "[routes.proxy.health_check]\ninterval = \"50ms\"\nunhealthy = 1",
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let r = s.get("/");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.text(), "no upstream available\n");
+    assert!(t.elapsed() < Duration::from_millis(200));
+}
+
+/// Echoes the request's headers, one `name: value` a line.
+fn echo() -> Backend {
+    backend(
+        axum::Router::new().fallback(any(|req: AxumRequest| async move {
+            let mut out = String::new();
+            out.push_str(&format!("path: {}\n", req.uri()));
+            for (k, v) in req.headers() {
+                out.push_str(&format!("{k}: {}\n", v.to_str().unwrap_or("?")));
+            }
+            (
+                [
+                    ("connection", "x-resp-hop"),
+                    ("x-resp-hop", "1"),
+                    ("x-resp-kept", "1"),
+                ],
+                out,
+            )
+        })),
+    )
+}
+
+fn lines(r: &Resp) -> Vec<String> {
+    r.text().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn forwarding_headers_and_hop_by_hop_removal() {
+    let e = echo();
+    let s = start(&proxy_toml(&[url(e.addr)], "forwarded = true"));
+    let r = s.get_with(
+        "/x?y=1",
+        "X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\nConnection: x-secret\r\nX-Secret: 1\r\nProxy-Authorization: Basic eA==\r\nTE: trailers\r\n",
+    );
+    let l = lines(&r);
+    assert!(l.contains(&"path: /x?y=1".to_string()), "{l:?}");
+    // An untrusted client's claim is replaced, not extended.
+    assert!(
+        l.contains(&"x-forwarded-for: 127.0.0.1".to_string()),
+        "{l:?}"
+    );
+    assert!(l.contains(&"x-forwarded-proto: http".to_string()), "{l:?}");
+    assert!(l.contains(&"x-forwarded-host: test".to_string()), "{l:?}");
+    assert!(
+        l.contains(&"forwarded: for=127.0.0.1;proto=http;host=\"test\"".to_string()),
+        "{l:?}"
+    );
+    assert!(l.contains(&"via: 1.1 gatehouse".to_string()), "{l:?}");
+    assert!(
+        l.contains(&"host: test".to_string()),
+        "the client's Host is kept: {l:?}"
+    );
+    for gone in ["x-secret", "proxy-authorization", "te:"] {
+        assert!(
+            !l.iter().any(|x| x.starts_with(gone)),
+            "{gone} reached the upstream: {l:?}"
+        );
+    }
+    // And on the way back.
+    assert_eq!(r.header("x-resp-hop"), None);
+    assert_eq!(r.header("x-resp-kept"), Some("1"));
+    assert_eq!(r.header("via"), Some("1.1 gatehouse"));
+
+    // From a trusted proxy, the chain is extended, in one field.
+    let s = start(&proxy_toml(
+        &[url(e.addr)],
+        "trusted_proxies = [\"127.0.0.0/8\"]",
+    ));
+    let r = s.get_with(
+        "/",
+        "X-Forwarded-For: 203.0.113.9\r\nX-Forwarded-For: 10.0.0.1\r\n",
+    );
+    let l = lines(&r);
+    let xff: Vec<&String> = l
+        .iter()
+        .filter(|x| x.starts_with("x-forwarded-for"))
+        .collect();
+    assert_eq!(xff, ["x-forwarded-for: 203.0.113.9, 10.0.0.1, 127.0.0.1"]);
+}
+
+#[test]
+fn prefix_stripping_and_the_upstreams_host() {
+    let e = echo();
+    let toml = format!(
+        "[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [{:?}]\nstrip_prefix = true\nkeep_host = false\n\n[[routes]]\npath = \"/raw\"\n[routes.proxy]\nupstreams = [{:?}]\n",
+        url(e.addr),
+        url(e.addr)
+    );
+    let s = start(&toml);
+    let l = lines(&s.get("/api/users/7?x=1"));
+    assert!(l.contains(&"path: /users/7?x=1".to_string()), "{l:?}");
+    assert!(l.contains(&format!("host: {}", e.addr)), "{l:?}");
+    let l = lines(&s.get("/raw/users/7"));
+    assert!(l.contains(&"path: /raw/users/7".to_string()), "{l:?}");
+    // A proxy route's bare prefix is passed on, not redirected.
+    assert_eq!(s.get("/raw").status, 200);
+}
+
+#[test]
+fn bodies_over_the_limit_get_413() {
+    let counter = backend(axum::Router::new().fallback(any(
+        |body: axum::body::Bytes| async move { body.len().to_string() },
+    )));
+    let s = start(&proxy_toml(&[url(counter.addr)], "max_body_bytes = 1000"));
+    let ok = send(
+        s.addr,
+        &format!(
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n{}",
+            "a".repeat(1000)
+        ),
+    );
+    assert_eq!(ok.text(), "1000");
+    let r = send(
+        s.addr,
+        &format!(
+            "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1001\r\n\r\n{}",
+            "a".repeat(1001)
+        ),
+    );
+    assert_eq!(r.status, 413);
+    // Chunked, so only counted as it streams.
+    let chunk = "a".repeat(600);
+    let r = send(
+        s.addr,
+        &format!("POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n"),
+    );
+    assert_eq!(r.status, 413);
+}
+
+#[test]
+fn connections_to_upstreams_are_reused() {
+    let conns = Arc::new(AtomicUsize::new(0));
+    let c = conns.clone();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    // A backend that counts the connections it accepts.
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = l.accept().await else {
+                    continue;
+                };
+                c.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|_req| async {
+                        Ok::<_, std::convert::Infallible>(http::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from_static(b"pooled")),
+                        ))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+    });
+    let s = start(&proxy_toml(&[url(addr)], ""));
+    for _ in 0..50 {
+        assert_eq!(s.get("/").text(), "pooled");
+    }
+    assert!(
+        conns.load(Ordering::SeqCst) <= 2,
+        "{} connections for 50 requests",
+        conns.load(Ordering::SeqCst)
+    );
+}
