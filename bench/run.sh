@@ -15,7 +15,7 @@ OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-64}
 WARMUP=${WARMUP:-2s}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 # Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
 RUNTIME=${RUNTIME:-}
@@ -28,7 +28,11 @@ BASE_TOML=${BASE_TOML-$GATEHOUSE_TOML}
 BASE_TOML_SET=0
 [ -n "${BASE_TOML+x}" ] && [ "$BASE_TOML" != "$GATEHOUSE_TOML" ] && BASE_TOML_SET=1
 
-PORT_GH=18181 ADMIN_GH=18191 PORT_NGINX=18182 PORT_CADDY=18183
+PORT_GH=18181 ADMIN_GH=18191 PORT_NGINX=18182 PORT_CADDY=18183 PORT_BACKEND=18184
+# proxy-1k: every proxy under test forwards to one nginx serving the files (its CPU is not
+# counted), over keep-alive connections.
+PROXY_TOML="[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:$PORT_BACKEND\"]"
+BACKEND_PID=
 
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
@@ -42,6 +46,7 @@ say() { printf '%s\n' "$*" >&2; }
 
 cleanup() {
   stop_server || true
+  stop_backend || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -62,6 +67,7 @@ scenario_path() {
     static-1k) echo /1k.bin ;;
     static-1m) echo /1m.bin ;;
     text-gzip) echo /app.js ;;
+    proxy-1k) echo /1k.bin ;;
     *) return 1 ;;
   esac
 }
@@ -120,9 +126,13 @@ start_gatehouse() { # binary runtime extra-toml
   wait_port "$PORT_GH"
 }
 
-start_nginx() {
-  local conf="$WORK/nginx.conf"
+start_nginx() { # [proxy]
+  local mode=${1:-static} conf="$WORK/nginx.conf"
   mkdir -p "$WORK/nginx"
+  local site="root $WWW;"
+  if [ "$mode" = proxy ]; then
+    site="location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+  fi
   local user_line=""
   [ "$(id -u)" = 0 ] && user_line="user root;"
   cat > "$conf" <<EOF
@@ -152,9 +162,13 @@ http {
   gzip on;
   gzip_comp_level 6;
   gzip_types application/javascript;
+  upstream backend {
+    server 127.0.0.1:$PORT_BACKEND;
+    keepalive 128;
+  }
   server {
     listen 127.0.0.1:$PORT_NGINX;
-    root $WWW;
+    $site
   }
 }
 EOF
@@ -163,26 +177,74 @@ EOF
   wait_port "$PORT_NGINX"
 }
 
-start_caddy() {
-  local conf="$WORK/Caddyfile"
+start_caddy() { # [proxy]
+  local conf="$WORK/Caddyfile" site
   mkdir -p "$WORK/caddy"
+  site="root * $WWW
+  encode {
+    gzip 6
+  }
+  file_server"
+  [ "${1:-}" = proxy ] && site="reverse_proxy 127.0.0.1:$PORT_BACKEND"
   cat > "$conf" <<EOF
 {
   admin off
   auto_https off
 }
 http://127.0.0.1:$PORT_CADDY {
-  root * $WWW
-  encode {
-    gzip 6
-  }
-  file_server
+  $site
 }
 EOF
   XDG_DATA_HOME="$WORK/caddy" XDG_CONFIG_HOME="$WORK/caddy" HOME="$WORK/caddy" \
     "$CADDY" run --config "$conf" --adapter caddyfile >> "$WORK/caddy.log" 2>&1 &
   SERVER_PIDS=($!)
   wait_port "$PORT_CADDY"
+}
+
+# The backend for proxy-1k: an nginx of its own, outside SERVER_PIDS, so its CPU is not
+# counted against the proxy being measured.
+start_backend() {
+  local conf="$WORK/backend.conf"
+  mkdir -p "$WORK/backend"
+  local user_line=""
+  [ "$(id -u)" = 0 ] && user_line="user root;"
+  cat > "$conf" <<EOF
+$user_line
+worker_processes 2;
+daemon off;
+pid $WORK/backend/nginx.pid;
+error_log $WORK/backend/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nodelay on;
+  keepalive_timeout 65;
+  keepalive_requests 100000000;
+  open_file_cache max=1000 inactive=60s;
+  open_file_cache_valid 1s;
+  client_body_temp_path $WORK/backend/body;
+  proxy_temp_path $WORK/backend/proxy;
+  fastcgi_temp_path $WORK/backend/fastcgi;
+  uwsgi_temp_path $WORK/backend/uwsgi;
+  scgi_temp_path $WORK/backend/scgi;
+  default_type application/octet-stream;
+  server {
+    listen 127.0.0.1:$PORT_BACKEND;
+    root $WWW;
+  }
+}
+EOF
+  "$NGINX" -c "$conf" -e "$WORK/backend/error.log" 2>> "$WORK/backend.log" &
+  BACKEND_PID=$!
+  wait_port "$PORT_BACKEND"
+}
+
+stop_backend() {
+  [ -n "$BACKEND_PID" ] || return 0
+  kill -TERM "$BACKEND_PID" 2>/dev/null || true
+  wait "$BACKEND_PID" 2>/dev/null || true
+  BACKEND_PID=
 }
 
 # --- measuring ---------------------------------------------------------------------------
@@ -284,19 +346,22 @@ PY
 }
 
 run_server() { # scenario server
-  local scenario=$1 server=$2
+  local scenario=$1 server=$2 mode=static gh_toml=$GATEHOUSE_TOML base_toml=$BASE_TOML
+  if [ "$scenario" = proxy-1k ]; then
+    mode=proxy gh_toml=$PROXY_TOML base_toml=$PROXY_TOML
+  fi
   case "$server" in
     gatehouse)
-      start_gatehouse "$GATEHOUSE" "$RUNTIME" "$GATEHOUSE_TOML" || { say "  gatehouse did not start"; stop_server; return 0; }
+      start_gatehouse "$GATEHOUSE" "$RUNTIME" "$gh_toml" || { say "  gatehouse did not start"; stop_server; return 0; }
       measure "$scenario" gatehouse "$PORT_GH" ;;
     gatehouse-base)
-      start_gatehouse "$GATEHOUSE_BASE" "$BASE_RUNTIME" "$BASE_TOML" || { say "  gatehouse-base did not start"; stop_server; return 0; }
+      start_gatehouse "$GATEHOUSE_BASE" "$BASE_RUNTIME" "$base_toml" || { say "  gatehouse-base did not start"; echo "$scenario gatehouse-base" >> "$WORK/unmeasured"; stop_server; return 0; }
       measure "$scenario" gatehouse-base "$PORT_GH" ;;
     nginx)
-      start_nginx || { say "  nginx did not start"; stop_server; return 0; }
+      start_nginx "$mode" || { say "  nginx did not start"; stop_server; return 0; }
       measure "$scenario" nginx "$PORT_NGINX" ;;
     caddy)
-      start_caddy || { say "  caddy did not start"; stop_server; return 0; }
+      start_caddy "$mode" || { say "  caddy did not start"; stop_server; return 0; }
       measure "$scenario" caddy "$PORT_CADDY" ;;
   esac
   stop_server
@@ -318,9 +383,13 @@ for scenario in "${SCEN[@]}"; do
     exit 2
   fi
   say "$scenario"
+  if [ "$scenario" = proxy-1k ]; then
+    start_backend || { say "  the backend nginx did not start"; stop_backend; continue; }
+  fi
   for server in "${SERVERS[@]}"; do
     run_server "$scenario" "$server"
   done
+  stop_backend
 done
 
 touch "$WORK/unmeasured"
@@ -352,7 +421,7 @@ skipped = [l.split() for l in open(unmeasured) if l.strip()]
 if skipped:
     lines.append("")
     lines.append("Not measured, because the response failed its check (not the file, or for "
-                 "text-gzip not valid gzip of it): " + ", ".join(f"{s} on {sc}" for sc, s in skipped) + ".")
+                 "text-gzip not valid gzip of it), or the server did not start with it: " + ", ".join(f"{s} on {sc}" for sc, s in skipped) + ".")
 open(os.path.join(out, "bench-results.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

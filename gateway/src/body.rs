@@ -13,6 +13,8 @@ pub enum GateBody {
     Empty,
     Full(Option<Bytes>),
     File(FileBody),
+    /// A proxied response, streamed as it comes.
+    Upstream(crate::proxy::UpstreamBody),
     Boxed(axum::body::Body),
 }
 
@@ -48,6 +50,7 @@ impl Body for GateBody {
                     .map(|b| Ok(Frame::data(b))),
             ),
             GateBody::File(f) => Pin::new(f).poll_frame(cx).map_err(Into::into),
+            GateBody::Upstream(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
             GateBody::Boxed(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
         }
     }
@@ -57,6 +60,7 @@ impl Body for GateBody {
             GateBody::Empty => true,
             GateBody::Full(b) => b.as_ref().is_none_or(|b| b.is_empty()),
             GateBody::File(f) => f.is_end_stream(),
+            GateBody::Upstream(b) => b.is_end_stream(),
             GateBody::Boxed(b) => b.is_end_stream(),
         }
     }
@@ -66,6 +70,7 @@ impl Body for GateBody {
             GateBody::Empty => SizeHint::with_exact(0),
             GateBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             GateBody::File(f) => f.size_hint(),
+            GateBody::Upstream(b) => b.size_hint(),
             GateBody::Boxed(b) => b.size_hint(),
         }
     }

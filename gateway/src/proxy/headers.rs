@@ -110,7 +110,16 @@ pub fn forward(
     rfc7239: bool,
 ) {
     let trust = peer.is_some_and(|p| trusted.contains(p));
-    let client = peer.map_or_else(|| "unknown".to_string(), |p| canonical(p).to_string());
+    // The address formatted on the stack: the common (untrusted) case then costs one
+    // header value and no String.
+    let mut buf = StackStr::default();
+    match peer {
+        Some(p) => {
+            let _ = std::fmt::Write::write_fmt(&mut buf, format_args!("{}", canonical(p)));
+        }
+        None => buf.push("unknown"),
+    }
+    let client = buf.as_str();
     let host = h.get(HOST).cloned();
 
     // X-Forwarded-For: one field, the chain so far then this client.
@@ -123,14 +132,14 @@ pub fn forward(
             .filter(|v| !v.is_empty())
             .collect();
         if prior.is_empty() {
-            client.clone()
+            HeaderValue::from_str(client)
         } else {
-            format!("{}, {client}", prior.join(", "))
+            HeaderValue::from_str(&format!("{}, {client}", prior.join(", ")))
         }
     } else {
-        client.clone()
+        HeaderValue::from_str(client)
     };
-    if let Ok(v) = HeaderValue::from_str(&chain) {
+    if let Ok(v) = chain {
         h.insert(&X_FORWARDED_FOR, v);
     }
     if !trust || !h.contains_key(&X_FORWARDED_PROTO) {
@@ -165,6 +174,41 @@ pub fn forward(
         }
     } else if !trust {
         h.remove(FORWARDED);
+    }
+}
+
+/// Enough for any IP address in text.
+struct StackStr {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl Default for StackStr {
+    fn default() -> Self {
+        StackStr {
+            buf: [0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl StackStr {
+    fn push(&mut self, s: &str) {
+        let _ = std::fmt::Write::write_str(self, s);
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("unknown")
+    }
+}
+
+impl std::fmt::Write for StackStr {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let dst = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 

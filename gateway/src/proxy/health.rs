@@ -64,7 +64,7 @@ async fn probe(client: &Client, u: &Upstream, cfg: &HealthCheckConfig) -> bool {
     let uri = format!("{}://{}{}", u.scheme, u.authority, cfg.path);
     let Ok(req) = http::Request::get(uri)
         .header(http::header::USER_AGENT, "gatehouse-health-check")
-        .body(axum::body::Body::empty())
+        .body(super::ReqBody::Empty)
     else {
         return false;
     };

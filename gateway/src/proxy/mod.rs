@@ -39,7 +39,42 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) type Client = hyper_util::client::legacy::Client<HttpConnector, axum::body::Body>;
+pub(crate) type Client = hyper_util::client::legacy::Client<HttpConnector, ReqBody>;
+
+/// A request body on its way upstream: most requests have none, and need no box.
+pub enum ReqBody {
+    Empty,
+    Boxed(axum::body::Body),
+}
+
+impl Body for ReqBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        match self.get_mut() {
+            ReqBody::Empty => std::task::Poll::Ready(None),
+            ReqBody::Boxed(b) => Pin::new(b).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ReqBody::Empty => true,
+            ReqBody::Boxed(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            ReqBody::Empty => http_body::SizeHint::with_exact(0),
+            ReqBody::Boxed(b) => b.size_hint(),
+        }
+    }
+}
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the proxy needs to know about the client's connection.
@@ -196,10 +231,15 @@ impl Inner {
                 | Method::PUT
                 | Method::DELETE
         ) && body.is_end_stream();
-        let body = if self.max_body > 0 {
-            axum::body::Body::new(Limited::new(body, self.max_body as usize))
+        let body = if body.is_end_stream() {
+            ReqBody::Empty
+        } else if self.max_body > 0 {
+            ReqBody::Boxed(axum::body::Body::new(Limited::new(
+                body,
+                self.max_body as usize,
+            )))
         } else {
-            axum::body::Body::new(body.map_err(Into::into))
+            ReqBody::Boxed(axum::body::Body::new(body.map_err(Into::into)))
         };
         let mut body = Some(body);
         let mut tried: Vec<usize> = Vec::new();
@@ -235,7 +275,7 @@ impl Inner {
                     }
                 }
             }
-            let b = body.take().unwrap_or_else(axum::body::Body::empty);
+            let b = body.take().unwrap_or(ReqBody::Empty);
             up.in_flight.fetch_add(1, Ordering::Relaxed);
             let guard = InFlight(up.clone());
             let sent = tokio::time::timeout(
@@ -261,7 +301,7 @@ impl Inner {
                     if !again {
                         return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
                     }
-                    body = Some(axum::body::Body::empty());
+                    body = Some(ReqBody::Empty);
                 }
                 Err(_) => {
                     tracing::warn!(upstream = %up.authority, "no response within {:?}", self.response_timeout);
@@ -306,7 +346,7 @@ fn caused_by<E: std::error::Error + 'static>(e: &(dyn std::error::Error + 'stati
 }
 
 /// Counts a request against its upstream until the response body is done with.
-struct InFlight(Arc<Upstream>);
+pub(crate) struct InFlight(Arc<Upstream>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
@@ -315,14 +355,15 @@ impl Drop for InFlight {
 }
 
 pin_project_lite::pin_project! {
-    struct Counted {
+    /// An upstream's response body, counted against the upstream until it is dropped.
+    pub struct UpstreamBody {
         #[pin]
         inner: hyper::body::Incoming,
         guard: InFlight,
     }
 }
 
-impl Body for Counted {
+impl Body for UpstreamBody {
     type Data = Bytes;
     type Error = hyper::Error;
 
@@ -347,6 +388,6 @@ fn respond(res: Response<hyper::body::Incoming>, guard: InFlight) -> Response<Ga
     headers::remove_hop_by_hop(&mut parts.headers);
     headers::add_via(&mut parts.headers, parts.version);
     parts.version = http::Version::HTTP_11;
-    let body = GateBody::Boxed(axum::body::Body::new(Counted { inner: body, guard }));
+    let body = GateBody::Upstream(UpstreamBody { inner: body, guard });
     Response::from_parts(parts, body)
 }
