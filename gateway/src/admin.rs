@@ -1,5 +1,5 @@
-//! The admin listener: `/healthz` (the process is up) and `/readyz` (it takes traffic;
-//! 503 while draining).
+//! The admin listener: `/healthz` (the process is up), `/readyz` (it takes traffic; 503
+//! while draining) and `POST /reload` (re-read the configuration and swap the routes).
 
 use crate::server::Shared;
 use crate::static_files::plain;
@@ -14,7 +14,33 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let for_reload = shared.clone();
     Router::new()
+        .route(
+            "/reload",
+            axum::routing::post(move || {
+                let shared = for_reload.clone();
+                async move {
+                    let f = shared.reloader.lock().ok().and_then(|r| r.clone());
+                    let Some(f) = f else {
+                        return plain(StatusCode::NOT_IMPLEMENTED, "reload is not set up\n");
+                    };
+                    // Reading files and opening roots: off the event loop.
+                    match tokio::task::spawn_blocking(move || f()).await {
+                        Ok(Ok(())) => plain(StatusCode::OK, "reloaded\n"),
+                        Ok(Err(e)) => {
+                            let mut res = plain(StatusCode::BAD_REQUEST, "");
+                            *res.body_mut() = crate::body::GateBody::full(format!(
+                                "configuration refused; the old one stays in force:\n{e}\n"
+                            ));
+                            res.headers_mut().remove(http::header::CONTENT_LENGTH);
+                            res
+                        }
+                        Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "reload failed\n"),
+                    }
+                }
+            }),
+        )
         .route("/healthz", get(|| async { plain(StatusCode::OK, "ok\n") }))
         .route(
             "/readyz",

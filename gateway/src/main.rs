@@ -126,7 +126,7 @@ fn run(o: Overrides) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let handle = match gatehouse::start(&config, router) {
+    let handle = match gatehouse::start(&config, router.clone()) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("gatehouse: {e}");
@@ -140,7 +140,9 @@ fn run(o: Overrides) -> ExitCode {
             handle.admin_addr()
         );
     }
-    wait_for_signal();
+    let reload = reloader(o, router, config.clone());
+    handle.set_reloader(reload.clone());
+    wait_for_signal(&reload);
     tracing::info!("draining (up to {:?})", config.timeouts.drain);
     if handle.shutdown() {
         tracing::info!("stopped");
@@ -150,7 +152,45 @@ fn run(o: Overrides) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn wait_for_signal() {
+/// Re-reads the configuration from the same sources as at start and swaps the routes.
+/// Settings read once at start (listeners, runtime, workers, timeouts, limits) need a
+/// restart: a change to them is reported, not applied.
+fn reloader(
+    o: Overrides,
+    router: gatehouse::GatewayRouter,
+    started: Config,
+) -> gatehouse::server::Reloader {
+    std::sync::Arc::new(move || {
+        let config = o.loader().load().map_err(|errors| {
+            let text: Vec<String> = errors.0.iter().map(|e| e.to_string()).collect();
+            for t in &text {
+                tracing::error!("reload refused: config error: {t}");
+            }
+            text.join("\n")
+        })?;
+        let fixed = [
+            ("listen", config.listen != started.listen),
+            ("admin_listen", config.admin_listen != started.admin_listen),
+            ("runtime", config.runtime != started.runtime),
+            ("workers", config.workers != started.workers),
+            ("timeouts", config.timeouts != started.timeouts),
+            ("limits", config.limits != started.limits),
+        ];
+        for (key, changed) in fixed {
+            if changed {
+                tracing::warn!("reload: {key} changed, but takes effect only after a restart");
+            }
+        }
+        router.reload(&config).map_err(|e| {
+            tracing::error!("reload refused: {e}");
+            e.to_string()
+        })?;
+        tracing::info!("reloaded: {} routes", config.routes.len());
+        Ok(())
+    })
+}
+
+fn wait_for_signal(reload: &gatehouse::server::Reloader) {
     use tokio::signal::unix::{signal, SignalKind};
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -163,16 +203,23 @@ fn wait_for_signal() {
         }
     };
     rt.block_on(async {
-        let (Ok(mut term), Ok(mut int)) = (
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
         ) else {
             eprintln!("gatehouse: cannot install signal handlers");
             return;
         };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+        loop {
+            tokio::select! {
+                _ = term.recv() => return,
+                _ = int.recv() => return,
+                _ = hup.recv() => {
+                    // Errors are logged by the reloader; serving goes on either way.
+                    let _ = reload();
+                }
+            }
         }
     });
 }

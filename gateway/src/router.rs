@@ -15,6 +15,7 @@
 use crate::body::GateBody;
 use crate::proxy::{ConnInfo, Proxy, ProxyFuture};
 use crate::static_files::{add_slash, plain, StaticFiles};
+use arc_swap::ArcSwap;
 use gatehouse_config::{Coding, CompressionConfig, Config, Route, StaticConfig};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
@@ -73,14 +74,22 @@ struct Table {
     proxies: Vec<Proxy>,
 }
 
-/// The gateway's router, built once from the configuration.
+/// The gateway's router, built from the configuration. Clones share one table, which a
+/// reload swaps atomically: a request routes on the table current when it arrives and
+/// finishes on it.
 #[derive(Clone)]
 pub struct GatewayRouter {
-    table: Arc<Table>,
+    table: Arc<ArcSwap<Table>>,
 }
 
 /// The router for `config`. Fails if a static root can't be opened.
 pub fn build(config: &Config) -> io::Result<GatewayRouter> {
+    Ok(GatewayRouter {
+        table: Arc::new(ArcSwap::from_pointee(build_table(config)?)),
+    })
+}
+
+fn build_table(config: &Config) -> io::Result<Table> {
     let mut exact: HashMap<Box<str>, Group> = HashMap::new();
     let mut wildcard: HashMap<Box<str>, Group> = HashMap::new();
     let mut any = Group::default();
@@ -120,14 +129,12 @@ pub fn build(config: &Config) -> io::Result<GatewayRouter> {
     wildcard.iter_mut().for_each(|(_, g)| sort(g));
     wildcard.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
     let by_host = !exact.is_empty() || !wildcard.is_empty();
-    Ok(GatewayRouter {
-        table: Arc::new(Table {
-            exact,
-            wildcard,
-            any,
-            by_host,
-            proxies,
-        }),
+    Ok(Table {
+        exact,
+        wildcard,
+        any,
+        by_host,
+        proxies,
     })
 }
 
@@ -256,8 +263,22 @@ impl Table {
 }
 
 impl GatewayRouter {
-    fn route<B>(&self, req: &Request<B>) -> Option<&RouteEntry> {
-        let t = &*self.table;
+    /// Swaps in the routes of `config` (already validated). Requests in flight finish on
+    /// the old routes; the old proxies' health checks stop; the new ones start on the
+    /// current runtime. Fails, changing nothing, if the new routes can't be built.
+    pub fn reload(&self, config: &Config) -> io::Result<()> {
+        let table = build_table(config)?;
+        for p in &table.proxies {
+            p.spawn_health_checks();
+        }
+        let old = self.table.swap(Arc::new(table));
+        for p in &old.proxies {
+            p.retire();
+        }
+        Ok(())
+    }
+
+    fn route<'t, B>(t: &'t Table, req: &Request<B>) -> Option<&'t RouteEntry> {
         let group = if t.by_host {
             // The authority of an absolute-form or HTTP/2 request, else Host.
             let host = req
@@ -282,7 +303,8 @@ impl GatewayRouter {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let Some(route) = self.route(&req) else {
+        let table = self.table.load();
+        let Some(route) = Self::route(&table, &req) else {
             return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
         };
         if !route.prefix.is_empty() && route.strip {
@@ -316,7 +338,7 @@ impl GatewayRouter {
     /// Starts what the routes run in the background (active health checks), on the
     /// current runtime.
     pub fn spawn_background(&self) {
-        for p in &self.table.proxies {
+        for p in &self.table.load().proxies {
             p.spawn_health_checks();
         }
     }

@@ -343,3 +343,52 @@ fn the_open_files_soft_limit_is_raised_to_the_hard_limit() {
     assert_eq!(nums[0], nums[1], "soft == hard: {line}");
     assert_ne!(nums[0], "256", "{line}");
 }
+
+fn get_text(addr: &str, path: &str) -> String {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn sighup_reloads_the_config_file_and_a_broken_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    std::fs::create_dir_all(&one).unwrap();
+    std::fs::create_dir_all(&two).unwrap();
+    std::fs::write(one.join("which.txt"), "one\n").unwrap();
+    std::fs::write(two.join("which.txt"), "two\n").unwrap();
+    let file = dir.path().join("gatehouse.toml");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let admin = format!("127.0.0.1:{}", free_port());
+    let conf = |root: &Path| {
+        format!(
+            "listen = {listen:?}\nadmin_listen = {admin:?}\n[[routes]]\n[routes.static]\nroot = {:?}\n",
+            root.display().to_string()
+        )
+    };
+    std::fs::write(&file, conf(&one)).unwrap();
+    let (mut child, addr) = spawn(&["--config", file.to_str().unwrap()]);
+    assert!(get_text(&addr, "/which.txt").ends_with("one\n"));
+    let hup = |child: &std::process::Child| {
+        // SAFETY: sending a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    // Broken: refused, the old routes stay.
+    std::fs::write(&file, format!("{}hide_dotfile = true\n", conf(&two))).unwrap();
+    hup(&child);
+    assert!(get_text(&addr, "/which.txt").ends_with("one\n"));
+    // Fixed: swapped in.
+    std::fs::write(&file, conf(&two)).unwrap();
+    hup(&child);
+    assert!(get_text(&addr, "/which.txt").ends_with("two\n"));
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}

@@ -443,3 +443,153 @@ fn connections_to_upstreams_are_reused() {
         conns.load(Ordering::SeqCst)
     );
 }
+
+#[test]
+fn websocket_upgrades_are_tunnelled_both_ways() {
+    // A backend that accepts `Upgrade: websocket` and then echoes whatever bytes come.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = l.accept().await else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(
+                        |mut req: http::Request<hyper::body::Incoming>| async move {
+                            let asked = req.headers().get("upgrade").map(|v| v.as_bytes().to_vec());
+                            let on = hyper::upgrade::on(&mut req);
+                            tokio::spawn(async move {
+                                if let Ok(up) = on.await {
+                                    let mut io = hyper_util::rt::TokioIo::new(up);
+                                    let (mut r, mut w) = tokio::io::split(&mut io);
+                                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                                }
+                            });
+                            let mut res =
+                                http::Response::new(http_body_util::Empty::<bytes::Bytes>::new());
+                            if asked.as_deref() == Some(b"websocket") {
+                                *res.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
+                                res.headers_mut()
+                                    .insert("connection", "upgrade".parse().unwrap());
+                                res.headers_mut()
+                                    .insert("upgrade", "websocket".parse().unwrap());
+                            } else {
+                                *res.status_mut() = http::StatusCode::BAD_REQUEST;
+                            }
+                            Ok::<_, std::convert::Infallible>(res)
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .with_upgrades()
+                        .await;
+                });
+            }
+        });
+    });
+    let s = start(&proxy_toml(&[url(addr)], ""));
+    let mut c = Conn::open(s.addr);
+    let r = c.request(
+        "GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    );
+    assert_eq!(r.status, 101);
+    assert_eq!(r.header("upgrade"), Some("websocket"));
+    use std::io::{Read, Write};
+    for msg in ["hello", "through the proxy", "and back"] {
+        c.stream.write_all(msg.as_bytes()).unwrap();
+        let mut buf = vec![0u8; msg.len()];
+        c.stream.read_exact(&mut buf).unwrap();
+        assert_eq!(buf, msg.as_bytes());
+    }
+}
+
+#[test]
+fn large_bodies_stream_both_ways() {
+    const MIB: usize = 1 << 20;
+    const SIZE: usize = 256 * MIB;
+    // Uploads are counted as they arrive; downloads are generated as they are sent.
+    let b = backend(
+        axum::Router::new()
+            .route(
+                "/up",
+                any(|body: axum::body::Body| async move {
+                    use http_body_util::BodyExt;
+                    let mut body = body;
+                    let mut n = 0usize;
+                    while let Some(f) = body.frame().await {
+                        if let Ok(d) = f.map(|f| f.into_data()) {
+                            n += d.map_or(0, |d| d.len());
+                        }
+                    }
+                    n.to_string()
+                }),
+            )
+            .route(
+                "/down",
+                any(|| async {
+                    let chunk = bytes::Bytes::from(vec![7u8; MIB]);
+                    let stream = futures_util::stream::iter(
+                        (0..SIZE / MIB)
+                            .map(move |_| Ok::<_, std::convert::Infallible>(chunk.clone())),
+                    );
+                    axum::body::Body::from_stream(stream)
+                }),
+            ),
+    );
+    let s = start(&proxy_toml(&[url(b.addr)], ""));
+    let rss_before = peak_rss_kib();
+    use std::io::{Read, Write};
+    // Upload, chunked, 1 MiB at a time.
+    let mut c = Conn::open(s.addr);
+    c.send(b"POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    let chunk = vec![b'u'; MIB];
+    for _ in 0..SIZE / MIB {
+        c.send(format!("{:x}\r\n", MIB).as_bytes());
+        c.send(&chunk);
+        c.send(b"\r\n");
+    }
+    c.send(b"0\r\n\r\n");
+    let r = c.read_response(false).expect("response");
+    assert_eq!(r.text(), SIZE.to_string());
+    // Download, read and dropped as it comes.
+    let mut d = std::net::TcpStream::connect(s.addr).unwrap();
+    d.write_all(b"GET /down HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0usize;
+    loop {
+        let n = d.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        total += n;
+    }
+    assert!(
+        total > SIZE,
+        "{total} bytes (head and chunk framing included)"
+    );
+    let grown_mib = (peak_rss_kib().saturating_sub(rss_before)) / 1024;
+    assert!(
+        grown_mib < 64,
+        "peak RSS grew by {grown_mib} MiB for 512 MiB proxied"
+    );
+}
+
+fn peak_rss_kib() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}

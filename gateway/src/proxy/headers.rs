@@ -14,32 +14,31 @@ static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 /// Removes the hop-by-hop fields (§7.6.1): `Connection` and every field it names,
 /// `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and `Proxy-*`.
 pub fn remove_hop_by_hop(h: &mut HeaderMap) {
+    // Most messages carry none: one pass over the names, comparing known names by their
+    // index, before any work.
+    let hop = |k: &HeaderName| {
+        k == CONNECTION
+            || k == TE
+            || k == TRAILER
+            || k == TRANSFER_ENCODING
+            || k == UPGRADE
+            || k == KEEP_ALIVE
+            || k.as_str().starts_with("proxy-")
+    };
+    if !h.keys().any(hop) {
+        return;
+    }
     // The fields that Connection names go first, while it is still there to read.
-    if h.contains_key(CONNECTION) {
-        let named: Vec<HeaderName> = h
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-            .collect();
-        for n in named {
-            h.remove(n);
-        }
-        h.remove(CONNECTION);
-    }
-    for n in [&KEEP_ALIVE, &TE, &TRAILER, &TRANSFER_ENCODING, &UPGRADE] {
+    let mut doomed: Vec<HeaderName> = h
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    doomed.extend(h.keys().filter(|k| hop(k)).cloned());
+    for n in doomed {
         h.remove(n);
-    }
-    if h.keys().any(|k| k.as_str().starts_with("proxy-")) {
-        let proxy: Vec<HeaderName> = h
-            .keys()
-            .filter(|k| k.as_str().starts_with("proxy-"))
-            .cloned()
-            .collect();
-        for n in proxy {
-            h.remove(n);
-        }
     }
 }
 

@@ -46,13 +46,21 @@ impl Passive {
     }
 }
 
-/// Checks every upstream every `interval` until the returned task is dropped with its
-/// runtime.
-pub async fn run_checks(upstreams: Vec<Arc<Upstream>>, client: Client, cfg: HealthCheckConfig) {
+/// Checks every upstream every `interval` until `retired` is set (a reload replaced the
+/// pool) or the runtime stops.
+pub async fn run_checks(
+    upstreams: Vec<Arc<Upstream>>,
+    client: Client,
+    cfg: HealthCheckConfig,
+    retired: Arc<std::sync::atomic::AtomicBool>,
+) {
     let mut tick = tokio::time::interval(cfg.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        if retired.load(Ordering::Relaxed) {
+            return;
+        }
         for u in &upstreams {
             let ok = probe(&client, u, &cfg).await;
             record(u, ok, &cfg);

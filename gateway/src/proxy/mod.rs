@@ -24,7 +24,7 @@ use balance::{HashOn, Selector, Upstream};
 use bytes::Bytes;
 use gatehouse_config::{Policy, ProxyConfig};
 use health::Passive;
-use http::header::{CONTENT_LENGTH, COOKIE, HOST};
+use http::header::{CONNECTION, CONTENT_LENGTH, COOKIE, HOST, UPGRADE};
 use http::uri::{PathAndQuery, Scheme};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
@@ -102,6 +102,8 @@ struct Inner {
     trusted: headers::Trusted,
     forwarded: bool,
     health_check: Option<gatehouse_config::HealthCheckConfig>,
+    /// Set when a reload replaced this proxy: its health checks stop.
+    retired: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub type ProxyFuture = Pin<Box<dyn Future<Output = Result<Response<GateBody>, Infallible>> + Send>>;
@@ -152,6 +154,7 @@ impl Proxy {
                 trusted: headers::Trusted::new(&cfg.trusted_proxies),
                 forwarded: cfg.forwarded,
                 health_check: cfg.health_check.clone(),
+                retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             }),
         })
     }
@@ -166,8 +169,14 @@ impl Proxy {
         if let Some(cfg) = &self.inner.health_check {
             let ups = self.inner.upstreams.clone();
             let client = self.inner.client.clone();
-            tokio::spawn(health::run_checks(ups, client, cfg.clone()));
+            let retired = self.inner.retired.clone();
+            tokio::spawn(health::run_checks(ups, client, cfg.clone(), retired));
         }
+    }
+
+    /// Stops this proxy's background work (it was replaced by a reload).
+    pub fn retire(&self) {
+        self.inner.retired.store(true, Ordering::Relaxed);
     }
 
     pub fn serve<B>(&self, req: Request<B>, conn: ConnInfo) -> ProxyFuture
@@ -196,6 +205,12 @@ impl Inner {
                 return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
             }
         }
+        // RFC 9110 §7.8: an upgrade (WebSocket) keeps its Connection/Upgrade pair, which
+        // is otherwise hop-by-hop; the client's side of the tunnel is taken here.
+        let upgrade = requested_upgrade(&parts.headers);
+        let client_upgrade = upgrade
+            .as_ref()
+            .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>());
         let client_host = parts.headers.get(HOST).cloned().or_else(|| {
             parts
                 .uri
@@ -211,6 +226,13 @@ impl Inner {
             self.forwarded,
         );
         headers::add_via(&mut parts.headers, parts.version);
+        if let (Some(u), Some(_)) = (&upgrade, &client_upgrade) {
+            parts
+                .headers
+                .insert(CONNECTION, HeaderValue::from_static("upgrade"));
+            parts.headers.insert(UPGRADE, u.clone());
+        }
+        let mut client_upgrade = client_upgrade;
         let key = match &self.selector {
             Selector::Hash { on, .. } => hash_key(on, &parts, conn),
             _ => None,
@@ -286,6 +308,13 @@ impl Inner {
             match sent {
                 Ok(Ok(res)) => {
                     self.passive.succeeded(&up);
+                    if res.status() == StatusCode::SWITCHING_PROTOCOLS {
+                        if let Some(client_side) = client_upgrade.take() {
+                            return tunnel(res, client_side);
+                        }
+                        // A 101 nobody asked for can't be relayed.
+                        return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
+                    }
                     return respond(res, guard);
                 }
                 Ok(Err(e)) => {
@@ -311,6 +340,53 @@ impl Inner {
             }
         }
     }
+}
+
+/// The protocol a client asks to upgrade to, if it asks (`Connection: upgrade` and
+/// `Upgrade`), over HTTP/1.1.
+fn requested_upgrade(h: &http::HeaderMap) -> Option<HeaderValue> {
+    let asks = h.get_all(CONNECTION).iter().any(|v| {
+        v.to_str().is_ok_and(|s| {
+            s.split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+        })
+    });
+    if asks {
+        h.get(UPGRADE).cloned()
+    } else {
+        None
+    }
+}
+
+/// Relays a 101 and joins the two upgraded connections until either side closes.
+fn tunnel(
+    mut res: Response<hyper::body::Incoming>,
+    client_side: hyper::upgrade::OnUpgrade,
+) -> Response<GateBody> {
+    let upstream_side = hyper::upgrade::on(&mut res);
+    let proto = res.headers().get(UPGRADE).cloned();
+    tokio::spawn(async move {
+        match (client_side.await, upstream_side.await) {
+            (Ok(c), Ok(u)) => {
+                let mut c = hyper_util::rt::TokioIo::new(c);
+                let mut u = hyper_util::rt::TokioIo::new(u);
+                if let Err(e) = tokio::io::copy_bidirectional(&mut c, &mut u).await {
+                    tracing::debug!("tunnel closed: {e}");
+                }
+            }
+            (Err(e), _) | (_, Err(e)) => tracing::debug!("upgrade failed: {e}"),
+        }
+    });
+    let (mut parts, _) = res.into_parts();
+    headers::remove_hop_by_hop(&mut parts.headers);
+    parts
+        .headers
+        .insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    if let Some(p) = proto {
+        parts.headers.insert(UPGRADE, p);
+    }
+    headers::add_via(&mut parts.headers, parts.version);
+    Response::from_parts(parts, GateBody::empty())
 }
 
 fn hash_key(on: &HashOn, parts: &http::request::Parts, conn: ConnInfo) -> Option<u64> {

@@ -20,7 +20,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// State shared by every runtime.
+/// Re-reads the configuration and swaps the routes; `Err` names what is wrong (the old
+/// configuration stays).
+pub type Reloader = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 pub(crate) struct Shared {
+    pub(crate) reloader: std::sync::Mutex<Option<Reloader>>,
     pub(crate) draining: AtomicBool,
     /// Set when the drain timeout has passed: runtimes stop with connections still open.
     forced: AtomicBool,
@@ -108,6 +113,13 @@ impl Handle {
         clean
     }
 
+    /// What `POST /reload` on the admin listener runs.
+    pub fn set_reloader(&self, f: Reloader) {
+        if let Ok(mut r) = self.shared.reloader.lock() {
+            *r = Some(f);
+        }
+    }
+
     /// Connections open now.
     pub fn connections(&self) -> usize {
         self.shared.connections.load(Ordering::SeqCst)
@@ -145,6 +157,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
 
     let (tx, rx) = watch::channel(false);
     let shared = Arc::new(Shared {
+        reloader: std::sync::Mutex::new(None),
         draining: AtomicBool::new(false),
         forced: AtomicBool::new(false),
         connections: AtomicUsize::new(0),
@@ -335,7 +348,12 @@ async fn serve_connection(
             https: false,
         },
     };
-    let conn = sendfile::Scope::new(settings.builder.serve_connection(io, svc), channel);
+    // with_upgrades: a proxied WebSocket (or other HTTP/1.1 upgrade) takes the socket over
+    // after its 101; the tunnel then lives in its own task.
+    let conn = sendfile::Scope::new(
+        settings.builder.serve_connection(io, svc).with_upgrades(),
+        channel,
+    );
     tokio::pin!(conn);
     let mut dog = conn::Watchdog::new(state, settings.keep_alive, settings.header_read);
     let sleep = tokio::time::sleep(dog.tick());

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub struct TestServer {
+    pub router: gatehouse::GatewayRouter,
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     pub root: PathBuf,
@@ -43,8 +44,9 @@ impl TestServer {
             .load()
             .unwrap_or_else(|e| panic!("config: {e}"));
         let router = gatehouse::router::build(&config).expect("router");
-        let handle = gatehouse::start(&config, router).expect("start");
+        let handle = gatehouse::start(&config, router.clone()).expect("start");
         TestServer {
+            router,
             addr: handle.addrs()[0],
             admin: handle.admin_addr(),
             root: root.to_path_buf(),
