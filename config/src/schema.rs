@@ -142,6 +142,9 @@ pub struct ProxyConfig {
     /// From the request sent to the response head received.
     #[serde(with = "humantime_serde")]
     pub response_timeout: std::time::Duration,
+    /// An upstream's response body that sends nothing for this long is cut off.
+    #[serde(with = "humantime_serde")]
+    pub body_idle_timeout: std::time::Duration,
     /// Idle pooled connections are closed after this long.
     #[serde(with = "humantime_serde")]
     pub pool_idle_timeout: std::time::Duration,
@@ -159,6 +162,27 @@ pub struct ProxyConfig {
     pub forwarded: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheckConfig>,
+    /// Trust for https upstreams: `webpki` (Mozilla's roots, built in) or `system`.
+    pub tls_roots: TlsRoots,
+    /// A PEM file of more CA certificates to trust for https upstreams (a private CA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    /// A PEM certificate chain and its key, shown to upstreams that ask (mutual TLS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_client_cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_client_key: Option<PathBuf>,
+    /// HTTP/2 only, by prior knowledge for http:// upstreams (h2c, gRPC). https upstreams
+    /// negotiate HTTP/2 or HTTP/1.1 by ALPN when this is off.
+    pub http2: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsRoots {
+    #[default]
+    Webpki,
+    System,
 }
 
 impl Default for ProxyConfig {
@@ -172,6 +196,7 @@ impl Default for ProxyConfig {
             max_body_bytes: 0,
             connect_timeout: std::time::Duration::from_secs(5),
             response_timeout: std::time::Duration::from_secs(60),
+            body_idle_timeout: std::time::Duration::from_secs(60),
             pool_idle_timeout: std::time::Duration::from_secs(60),
             pool_max_idle: 64,
             retries: 1,
@@ -180,6 +205,11 @@ impl Default for ProxyConfig {
             trusted_proxies: Vec::new(),
             forwarded: false,
             health_check: None,
+            tls_roots: TlsRoots::Webpki,
+            tls_ca: None,
+            tls_client_cert: None,
+            tls_client_key: None,
+            http2: false,
         }
     }
 }

@@ -248,17 +248,12 @@ fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
     for (j, u) in px.upstreams.iter().enumerate() {
         match u.url.parse::<http::Uri>() {
             Ok(uri) => {
-                let scheme_ok = uri.scheme_str() == Some("http");
+                let scheme_ok = matches!(uri.scheme_str(), Some("http") | Some("https"));
                 let path_ok = uri.path_and_query().is_none_or(|pq| pq.as_str() == "/");
-                if uri.scheme_str() == Some("https") {
+                if !scheme_ok || uri.host().is_none() {
                     c.err(
                         format!("{kp}.upstreams.{j}"),
-                        "https upstreams are not supported yet (only http://host:port)",
-                    );
-                } else if !scheme_ok || uri.host().is_none() {
-                    c.err(
-                        format!("{kp}.upstreams.{j}"),
-                        format!("{:?} is not an http://host:port URL", u.url),
+                        format!("{:?} is not an http:// or https:// URL with a host", u.url),
                     );
                 } else if !path_ok {
                     c.err(
@@ -272,6 +267,26 @@ fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
         if u.weight == 0 || u.weight > 1000 {
             c.err(format!("{kp}.upstreams.{j}.weight"), "must be 1 to 1000");
         }
+    }
+    for (key, f) in [
+        ("tls_ca", &px.tls_ca),
+        ("tls_client_cert", &px.tls_client_cert),
+        ("tls_client_key", &px.tls_client_key),
+    ] {
+        if let Some(f) = f {
+            if !f.is_file() {
+                c.err(
+                    format!("{kp}.{key}"),
+                    format!("{} is not a readable file", f.display()),
+                );
+            }
+        }
+    }
+    if px.tls_client_cert.is_some() != px.tls_client_key.is_some() {
+        c.err(
+            format!("{kp}.tls_client_cert"),
+            "tls_client_cert and tls_client_key go together",
+        );
     }
     let h = px.hash_on.as_str();
     let hash_ok = h == "client_ip"
@@ -287,6 +302,7 @@ fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
     for (key, d) in [
         ("connect_timeout", px.connect_timeout),
         ("response_timeout", px.response_timeout),
+        ("body_idle_timeout", px.body_idle_timeout),
     ] {
         if d.is_zero() {
             c.err(format!("{kp}.{key}"), "must be longer than zero");

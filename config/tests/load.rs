@@ -141,7 +141,7 @@ fn proxy_routes_are_checked_key_by_key() {
     assert_eq!(px.policy, gatehouse_config::Policy::Hash);
 
     let e = load(
-        "[[routes]]\n[routes.proxy]\nupstreams = [\"ftp://x\", \"https://y:443\", { url = \"http://z:1/base\", weight = 0 }]\nhash_on = \"ip\"\ntrusted_proxies = [\"10.0.0.0/33\"]\nconnect_timeout = \"0s\"\n",
+        "[[routes]]\n[routes.proxy]\nupstreams = [\"ftp://x\", \"y:443\", { url = \"http://z:1/base\", weight = 0 }]\nhash_on = \"ip\"\ntrusted_proxies = [\"10.0.0.0/33\"]\nconnect_timeout = \"0s\"\n",
     )
     .unwrap_err()
     .to_string();

@@ -593,3 +593,45 @@ fn peak_rss_kib() -> usize {
         })
         .unwrap_or(0)
 }
+
+#[test]
+fn an_upstream_body_that_stalls_is_cut_off() {
+    // A raw backend: a head promising 1000 bytes, 100 of them, then silence.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
+                let _ = s.write_all(&[b'x'; 100]);
+                std::thread::sleep(Duration::from_secs(10));
+            });
+        }
+    });
+    let s = start(&proxy_toml(&[url(addr)], "body_idle_timeout = \"300ms\""));
+    let t = Instant::now();
+    let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    use std::io::{Read, Write};
+    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(got.len() < 1000, "the stalled body must not be completed");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "closed after {:?}",
+        t.elapsed()
+    );
+}

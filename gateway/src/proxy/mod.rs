@@ -39,7 +39,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) type Client = hyper_util::client::legacy::Client<HttpConnector, ReqBody>;
+pub(crate) type Client =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, ReqBody>;
 
 /// A request body on its way upstream: most requests have none, and need no box.
 pub enum ReqBody {
@@ -98,12 +99,14 @@ struct Inner {
     keep_host: bool,
     max_body: u64,
     response_timeout: Duration,
+    body_idle: Duration,
     retries: u32,
     trusted: headers::Trusted,
     forwarded: bool,
     health_check: Option<gatehouse_config::HealthCheckConfig>,
     /// Set when a reload replaced this proxy: its health checks stop.
     retired: Arc<std::sync::atomic::AtomicBool>,
+    http2: bool,
 }
 
 pub type ProxyFuture = Pin<Box<dyn Future<Output = Result<Response<GateBody>, Infallible>> + Send>>;
@@ -132,11 +135,22 @@ impl Proxy {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(cfg.connect_timeout));
+        // The TLS layer over it takes https:// URLs.
+        connector.enforce_http(false);
+        // Built once per route: roots, client certificate and ALPN; the connector sets SNI
+        // to each upstream's host.
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(cfg)?)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(connector);
         let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
             .pool_idle_timeout(cfg.pool_idle_timeout)
             .pool_max_idle_per_host(cfg.pool_max_idle)
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
+            .http2_only(cfg.http2)
             .build(connector);
         Ok(Proxy {
             inner: Arc::new(Inner {
@@ -150,11 +164,13 @@ impl Proxy {
                 keep_host: cfg.keep_host,
                 max_body: cfg.max_body_bytes,
                 response_timeout: cfg.response_timeout,
+                body_idle: cfg.body_idle_timeout,
                 retries: cfg.retries,
                 trusted: headers::Trusted::new(&cfg.trusted_proxies),
                 forwarded: cfg.forwarded,
                 health_check: cfg.health_check.clone(),
                 retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                http2: cfg.http2,
             }),
         })
     }
@@ -187,6 +203,53 @@ impl Proxy {
         let this = self.inner.clone();
         Box::pin(async move { Ok(this.forward(req, conn).await) })
     }
+}
+
+fn tls_config(cfg: &ProxyConfig) -> std::io::Result<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |what: &str, e: &dyn std::fmt::Display| std::io::Error::other(format!("{what}: {e}"));
+    let mut roots = rustls::RootCertStore::empty();
+    match cfg.tls_roots {
+        gatehouse_config::TlsRoots::Webpki => {
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        gatehouse_config::TlsRoots::System => {
+            let found = rustls_native_certs::load_native_certs();
+            for e in &found.errors {
+                tracing::warn!("system roots: {e}");
+            }
+            roots.add_parsable_certificates(found.certs);
+        }
+    }
+    if let Some(ca) = &cfg.tls_ca {
+        let certs =
+            CertificateDer::pem_file_iter(ca).map_err(|e| bad(&ca.display().to_string(), &e))?;
+        for c in certs {
+            let c = c.map_err(|e| bad(&ca.display().to_string(), &e))?;
+            roots
+                .add(c)
+                .map_err(|e| bad(&ca.display().to_string(), &e))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad("tls", &e))?
+        .with_root_certificates(roots);
+    Ok(match (&cfg.tls_client_cert, &cfg.tls_client_key) {
+        (Some(cert), Some(key)) => {
+            let chain = CertificateDer::pem_file_iter(cert)
+                .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| bad(&cert.display().to_string(), &e))?;
+            let key = PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| bad(&key.display().to_string(), &e))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| bad("client certificate", &e))?
+        }
+        _ => builder.with_no_client_auth(),
+    })
 }
 
 impl Inner {
@@ -286,7 +349,11 @@ impl Inner {
                 return plain(StatusCode::BAD_REQUEST, "bad request\n");
             };
             p.uri = uri;
-            p.version = http::Version::HTTP_11;
+            p.version = if self.http2 {
+                http::Version::HTTP_2
+            } else {
+                http::Version::HTTP_11
+            };
             match (&client_host, self.keep_host) {
                 (Some(h), true) => {
                     p.headers.insert(HOST, h.clone());
@@ -315,7 +382,7 @@ impl Inner {
                         // A 101 nobody asked for can't be relayed.
                         return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
                     }
-                    return respond(res, guard);
+                    return respond(res, guard, self.body_idle);
                 }
                 Ok(Err(e)) => {
                     if caused_by::<http_body_util::LengthLimitError>(&e) {
@@ -430,24 +497,56 @@ impl Drop for InFlight {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// An upstream's response body, counted against the upstream until it is dropped.
-    pub struct UpstreamBody {
-        #[pin]
-        inner: hyper::body::Incoming,
-        guard: InFlight,
+/// An upstream's response body, counted against the upstream until it is dropped, and cut
+/// off when it sends nothing for `idle`.
+pub struct UpstreamBody {
+    inner: hyper::body::Incoming,
+    _guard: InFlight,
+    idle: Duration,
+    /// Made on the first wait only: most bodies arrive with their head and never wait.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+/// The error an idle upstream body ends with.
+#[derive(Debug)]
+pub struct BodyIdle(Duration);
+
+impl std::fmt::Display for BodyIdle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the upstream sent nothing for {:?}", self.0)
     }
 }
 
+impl std::error::Error for BodyIdle {}
+
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
-        self.project().inner.poll_frame(cx)
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                if let Some(t) = this.timer.as_mut() {
+                    t.as_mut().reset(tokio::time::Instant::now() + this.idle);
+                }
+                Poll::Ready(frame.map(|r| r.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let idle = this.idle;
+                let t = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                match t.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyIdle(idle))))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
     }
 
     fn is_end_stream(&self) -> bool {
@@ -459,11 +558,20 @@ impl Body for UpstreamBody {
     }
 }
 
-fn respond(res: Response<hyper::body::Incoming>, guard: InFlight) -> Response<GateBody> {
+fn respond(
+    res: Response<hyper::body::Incoming>,
+    guard: InFlight,
+    idle: Duration,
+) -> Response<GateBody> {
     let (mut parts, body) = res.into_parts();
     headers::remove_hop_by_hop(&mut parts.headers);
     headers::add_via(&mut parts.headers, parts.version);
     parts.version = http::Version::HTTP_11;
-    let body = GateBody::Upstream(UpstreamBody { inner: body, guard });
+    let body = GateBody::Upstream(UpstreamBody {
+        inner: body,
+        _guard: guard,
+        idle,
+        timer: None,
+    });
     Response::from_parts(parts, body)
 }
