@@ -469,6 +469,18 @@ where
 mod tests {
     use super::strip_port;
 
+    /// The config crate spells the default types out (so that `gatehouse check` shows
+    /// them) without depending on the layers crate: the two lists must stay one.
+    #[test]
+    fn the_configs_default_types_are_the_layers() {
+        let config = gatehouse_config::CompressionConfig::default().types;
+        let layer: Vec<String> = gatehouse_layers::precompress::DEFAULT_TYPES
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        assert_eq!(config, layer);
+    }
+
     #[test]
     fn ports_are_stripped() {
         assert_eq!(strip_port("example.com:8080"), "example.com");

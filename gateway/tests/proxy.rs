@@ -20,19 +20,9 @@ fn backend(app: axum::Router) -> Backend {
 }
 
 fn backend_on(listener: std::net::TcpListener, app: axum::Router) -> Backend {
-    let addr = listener.local_addr().expect("addr");
-    listener.set_nonblocking(true).expect("nonblocking");
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(listener).expect("listener");
-            let _ = axum::serve(l, app).await;
-        });
-    });
-    Backend { addr }
+    Backend {
+        addr: serve_axum(listener, app),
+    }
 }
 
 /// A backend that answers every request with its name.
@@ -404,34 +394,19 @@ fn bodies_over_the_limit_get_413() {
 fn connections_to_upstreams_are_reused() {
     let conns = Arc::new(AtomicUsize::new(0));
     let c = conns.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
     // A backend that counts the connections it accepts.
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((stream, _)) = l.accept().await else {
-                    continue;
-                };
-                c.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(|_req| async {
-                        Ok::<_, std::convert::Infallible>(http::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from_static(b"pooled")),
-                        ))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
+    let addr = serve_each(loopback(), move |stream| {
+        c.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let svc = hyper::service::service_fn(|_req| async {
+                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from_static(b"pooled"),
+                )))
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+        }
     });
     let s = start(&proxy_toml(&[url(addr)], ""));
     for _ in 0..50 {
@@ -447,53 +422,35 @@ fn connections_to_upstreams_are_reused() {
 #[test]
 fn websocket_upgrades_are_tunnelled_both_ways() {
     // A backend that accepts `Upgrade: websocket` and then echoes whatever bytes come.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((stream, _)) = l.accept().await else {
-                    continue;
-                };
+    let addr = serve_each(loopback(), |stream| async move {
+        let svc = hyper::service::service_fn(
+            |mut req: http::Request<hyper::body::Incoming>| async move {
+                let asked = req.headers().get("upgrade").map(|v| v.as_bytes().to_vec());
+                let on = hyper::upgrade::on(&mut req);
                 tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(
-                        |mut req: http::Request<hyper::body::Incoming>| async move {
-                            let asked = req.headers().get("upgrade").map(|v| v.as_bytes().to_vec());
-                            let on = hyper::upgrade::on(&mut req);
-                            tokio::spawn(async move {
-                                if let Ok(up) = on.await {
-                                    let mut io = hyper_util::rt::TokioIo::new(up);
-                                    let (mut r, mut w) = tokio::io::split(&mut io);
-                                    let _ = tokio::io::copy(&mut r, &mut w).await;
-                                }
-                            });
-                            let mut res =
-                                http::Response::new(http_body_util::Empty::<bytes::Bytes>::new());
-                            if asked.as_deref() == Some(b"websocket") {
-                                *res.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
-                                res.headers_mut()
-                                    .insert("connection", "upgrade".parse().unwrap());
-                                res.headers_mut()
-                                    .insert("upgrade", "websocket".parse().unwrap());
-                            } else {
-                                *res.status_mut() = http::StatusCode::BAD_REQUEST;
-                            }
-                            Ok::<_, std::convert::Infallible>(res)
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                        .with_upgrades()
-                        .await;
+                    if let Ok(up) = on.await {
+                        let mut io = hyper_util::rt::TokioIo::new(up);
+                        let (mut r, mut w) = tokio::io::split(&mut io);
+                        let _ = tokio::io::copy(&mut r, &mut w).await;
+                    }
                 });
-            }
-        });
+                let mut res = http::Response::new(http_body_util::Empty::<bytes::Bytes>::new());
+                if asked.as_deref() == Some(b"websocket") {
+                    *res.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
+                    res.headers_mut()
+                        .insert("connection", "upgrade".parse().unwrap());
+                    res.headers_mut()
+                        .insert("upgrade", "websocket".parse().unwrap());
+                } else {
+                    *res.status_mut() = http::StatusCode::BAD_REQUEST;
+                }
+                Ok::<_, std::convert::Infallible>(res)
+            },
+        );
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+            .with_upgrades()
+            .await;
     });
     let s = start(&proxy_toml(&[url(addr)], ""));
     let mut c = Conn::open(s.addr);

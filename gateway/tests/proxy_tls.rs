@@ -49,9 +49,6 @@ fn upstream(tls: Option<&Pki>) -> SocketAddr {
 /// test CA get through the handshake.
 fn upstream_with(tls: Option<&Pki>, require_client_cert: bool) -> SocketAddr {
     use rustls::pki_types::pem::PemObject;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
     let acceptor = tls.map(|p| {
         let certs: Vec<_> =
             rustls::pki_types::CertificateDer::pem_slice_iter(p.cert_pem.as_bytes())
@@ -81,64 +78,45 @@ fn upstream_with(tls: Option<&Pki>, require_client_cert: bool) -> SocketAddr {
         cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
     });
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((stream, _)) = l.accept().await else {
-                    continue;
-                };
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let builder = hyper_util::server::conn::auto::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
+    serve_each(loopback(), move |stream| {
+        let acceptor = acceptor.clone();
+        async move {
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            match acceptor {
+                Some(a) => {
+                    let Ok(tls) = a.accept(stream).await else {
+                        return;
+                    };
+                    let sni = tls.get_ref().1.server_name().unwrap_or("-").to_string();
+                    let svc = hyper::service::service_fn(
+                        move |req: http::Request<hyper::body::Incoming>| {
+                            let body = format!("{:?} {sni}", req.version());
+                            async move { Ok::<_, std::convert::Infallible>(text(body)) }
+                        },
                     );
-                    match acceptor {
-                        Some(a) => {
-                            let Ok(tls) = a.accept(stream).await else {
-                                return;
-                            };
-                            let sni = tls.get_ref().1.server_name().unwrap_or("-").to_string();
-                            let svc = hyper::service::service_fn(
-                                move |req: http::Request<hyper::body::Incoming>| {
-                                    let body = format!("{:?} {sni}", req.version());
-                                    async move {
-                                        Ok::<_, std::convert::Infallible>(http::Response::new(
-                                            http_body_util::Full::new(bytes::Bytes::from(body)),
-                                        ))
-                                    }
-                                },
-                            );
-                            let _ = builder
-                                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
-                                .await;
-                        }
-                        None => {
-                            let svc = hyper::service::service_fn(
-                                |req: http::Request<hyper::body::Incoming>| {
-                                    let body = format!("{:?} plain", req.version());
-                                    async move {
-                                        Ok::<_, std::convert::Infallible>(http::Response::new(
-                                            http_body_util::Full::new(bytes::Bytes::from(body)),
-                                        ))
-                                    }
-                                },
-                            );
-                            let _ = builder
-                                .http2_only()
-                                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                                .await;
-                        }
-                    }
-                });
+                    let _ = builder
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                        .await;
+                }
+                None => {
+                    let svc =
+                        hyper::service::service_fn(|req: http::Request<hyper::body::Incoming>| {
+                            let body = format!("{:?} plain", req.version());
+                            async move { Ok::<_, std::convert::Infallible>(text(body)) }
+                        });
+                    let _ = builder
+                        .http2_only()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                }
             }
-        });
-    });
-    addr
+        }
+    })
+}
+
+fn text(body: String) -> http::Response<http_body_util::Full<bytes::Bytes>> {
+    http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)))
 }
 
 #[test]

@@ -8,21 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn named(name: &'static str) -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(listener).unwrap();
-            let app = axum::Router::new().fallback(axum::routing::any(move || async move { name }));
-            let _ = axum::serve(l, app).await;
-        });
-    });
-    addr
+    serve_axum(
+        loopback(),
+        axum::Router::new().fallback(axum::routing::any(move || async move { name })),
+    )
 }
 use std::net::SocketAddr;
 

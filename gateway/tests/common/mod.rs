@@ -247,3 +247,51 @@ impl Conn {
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
+
+/// Serves each connection accepted on `listener` with `serve`, on a runtime thread of its
+/// own that lives as long as the test process: the tests' backends.
+pub fn serve_each<F, Fut>(listener: std::net::TcpListener, serve: F) -> SocketAddr
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let addr = listener.local_addr().expect("addr");
+    listener.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(listener).expect("listener");
+            loop {
+                if let Ok((stream, _)) = l.accept().await {
+                    tokio::spawn(serve(stream));
+                }
+            }
+        });
+    });
+    addr
+}
+
+/// An axum app as a backend on `listener`.
+pub fn serve_axum(listener: std::net::TcpListener, app: axum::Router) -> SocketAddr {
+    let addr = listener.local_addr().expect("addr");
+    listener.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let _ = axum::serve(l, app).await;
+        });
+    });
+    addr
+}
+
+/// A fresh loopback listener.
+pub fn loopback() -> std::net::TcpListener {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind")
+}
