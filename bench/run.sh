@@ -126,21 +126,18 @@ start_gatehouse() { # binary runtime extra-toml
   wait_port "$PORT_GH"
 }
 
-start_nginx() { # [proxy]
-  local mode=${1:-static} conf="$WORK/nginx.conf"
-  mkdir -p "$WORK/nginx"
-  local site="root $WWW;"
-  if [ "$mode" = proxy ]; then
-    site="location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
-  fi
-  local user_line=""
+# An nginx configuration: its own directory under $WORK, listening on a port, with a
+# server block body. The measured nginx and the proxy-1k backend share everything else.
+write_nginx_conf() { # name port server-body
+  local name=$1 port=$2 site=$3 user_line=""
+  mkdir -p "$WORK/$name"
   [ "$(id -u)" = 0 ] && user_line="user root;"
-  cat > "$conf" <<EOF
+  cat > "$WORK/$name.conf" <<EOF
 $user_line
 worker_processes 2;
 daemon off;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log warn;
+pid $WORK/$name/nginx.pid;
+error_log $WORK/$name/error.log warn;
 events { worker_connections 8192; }
 http {
   access_log off;
@@ -152,11 +149,11 @@ http {
   open_file_cache max=10000 inactive=60s;
   open_file_cache_valid 1s;
   open_file_cache_errors on;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  fastcgi_temp_path $WORK/nginx/fastcgi;
-  uwsgi_temp_path $WORK/nginx/uwsgi;
-  scgi_temp_path $WORK/nginx/scgi;
+  client_body_temp_path $WORK/$name/body;
+  proxy_temp_path $WORK/$name/proxy;
+  fastcgi_temp_path $WORK/$name/fastcgi;
+  uwsgi_temp_path $WORK/$name/uwsgi;
+  scgi_temp_path $WORK/$name/scgi;
   default_type application/octet-stream;
   types { application/javascript js; }
   gzip on;
@@ -167,12 +164,20 @@ http {
     keepalive 128;
   }
   server {
-    listen 127.0.0.1:$PORT_NGINX;
+    listen 127.0.0.1:$port;
     $site
   }
 }
 EOF
-  "$NGINX" -c "$conf" -e "$WORK/nginx/error.log" 2>> "$WORK/nginx.log" &
+}
+
+start_nginx() { # [proxy]
+  local site="root $WWW;"
+  if [ "${1:-static}" = proxy ]; then
+    site="location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+  fi
+  write_nginx_conf nginx "$PORT_NGINX" "$site"
+  "$NGINX" -c "$WORK/nginx.conf" -e "$WORK/nginx/error.log" 2>> "$WORK/nginx.log" &
   SERVER_PIDS=($!)
   wait_port "$PORT_NGINX"
 }
@@ -204,38 +209,8 @@ EOF
 # The backend for proxy-1k: an nginx of its own, outside SERVER_PIDS, so its CPU is not
 # counted against the proxy being measured.
 start_backend() {
-  local conf="$WORK/backend.conf"
-  mkdir -p "$WORK/backend"
-  local user_line=""
-  [ "$(id -u)" = 0 ] && user_line="user root;"
-  cat > "$conf" <<EOF
-$user_line
-worker_processes 2;
-daemon off;
-pid $WORK/backend/nginx.pid;
-error_log $WORK/backend/error.log warn;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nodelay on;
-  keepalive_timeout 65;
-  keepalive_requests 100000000;
-  open_file_cache max=1000 inactive=60s;
-  open_file_cache_valid 1s;
-  client_body_temp_path $WORK/backend/body;
-  proxy_temp_path $WORK/backend/proxy;
-  fastcgi_temp_path $WORK/backend/fastcgi;
-  uwsgi_temp_path $WORK/backend/uwsgi;
-  scgi_temp_path $WORK/backend/scgi;
-  default_type application/octet-stream;
-  server {
-    listen 127.0.0.1:$PORT_BACKEND;
-    root $WWW;
-  }
-}
-EOF
-  "$NGINX" -c "$conf" -e "$WORK/backend/error.log" 2>> "$WORK/backend.log" &
+  write_nginx_conf backend "$PORT_BACKEND" "root $WWW;"
+  "$NGINX" -c "$WORK/backend.conf" -e "$WORK/backend/error.log" 2>> "$WORK/backend.log" &
   BACKEND_PID=$!
   wait_port "$PORT_BACKEND"
 }
