@@ -327,19 +327,35 @@ impl Inner {
             ReqBody::Boxed(axum::body::Body::new(body.map_err(Into::into)))
         };
         let mut body = Some(body);
-        let mut tried: Vec<usize> = Vec::new();
+        // The upstreams tried so far, on the stack: at most 16 attempts.
+        let mut tried_buf = [usize::MAX; 16];
+        let mut n_tried = 0;
+        // The request is copied for a second attempt only when one can happen.
+        let may_retry = replayable && self.retries > 0 && self.upstreams.len() > 1;
+        let mut spare = Some(parts);
         loop {
+            let tried = &tried_buf[..n_tried];
             let now = health::now_ms();
-            let Some(i) = self.selector.pick(&self.upstreams, now, &tried, key) else {
+            let Some(i) = self.selector.pick(&self.upstreams, now, tried, key) else {
                 return if tried.is_empty() {
                     plain(StatusCode::SERVICE_UNAVAILABLE, "no upstream available\n")
                 } else {
                     plain(StatusCode::BAD_GATEWAY, "bad gateway\n")
                 };
             };
-            tried.push(i);
+            if let Some(slot) = tried_buf.get_mut(n_tried) {
+                *slot = i;
+                n_tried += 1;
+            }
             let up = self.upstreams[i].clone();
-            let mut p = parts.clone();
+            let next = if may_retry {
+                spare.clone()
+            } else {
+                spare.take()
+            };
+            let Some(mut p) = next else {
+                return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
+            };
             let uri = Uri::builder()
                 .scheme(up.scheme.clone())
                 .authority(up.authority.clone())
@@ -391,9 +407,9 @@ impl Inner {
                     tracing::warn!(upstream = %up.authority, "upstream request failed: {e}");
                     self.passive.failed(&up);
                     let again = e.is_connect()
-                        && replayable
-                        && tried.len() <= self.retries as usize
-                        && tried.len() < self.upstreams.len();
+                        && may_retry
+                        && n_tried <= self.retries as usize
+                        && n_tried < self.upstreams.len().min(tried_buf.len());
                     if !again {
                         return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
                     }
