@@ -142,7 +142,8 @@ fn route_service(route: &Route) -> io::Result<RouteService> {
     if let Some(px) = &route.proxy {
         let proxy = Proxy::new(px)?;
         return Ok(match compression_layer(&route.compression) {
-            Some(layer) => RouteService::ProxyCompressed(layer.layer(proxy)),
+            // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
+            Some(layer) => RouteService::ProxyCompressed(layer.head_as_get(false).layer(proxy)),
             None => RouteService::Proxy(proxy),
         });
     }

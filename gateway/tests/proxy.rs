@@ -592,3 +592,36 @@ fn an_upstream_body_that_stalls_is_cut_off() {
         t.elapsed()
     );
 }
+
+#[test]
+fn head_goes_upstream_as_head_even_when_compression_is_negotiated() {
+    let gets = Arc::new(AtomicUsize::new(0));
+    let g = gets.clone();
+    let b = backend(axum::Router::new().fallback(any(move |req: AxumRequest| {
+        let g = g.clone();
+        async move {
+            if req.method() == http::Method::GET {
+                g.fetch_add(1, Ordering::SeqCst);
+            }
+            (
+                [("content-type", "text/plain"), ("etag", "\"v1\"")],
+                "x".repeat(5000),
+            )
+        }
+    })));
+    let s = start(&proxy_toml(&[url(b.addr)], ""));
+    let h = s.head_with("/", "Accept-Encoding: gzip\r\n");
+    assert_eq!(h.status, 200);
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        0,
+        "a HEAD must not become a GET upstream"
+    );
+    let g1 = s.get_with("/", "Accept-Encoding: gzip\r\n");
+    assert_eq!(g1.header("content-encoding"), Some("gzip"));
+    // Now the variant is known, HEAD reports it.
+    let h = s.head_with("/", "Accept-Encoding: gzip\r\n");
+    assert_eq!(h.header("content-encoding"), Some("gzip"));
+    assert_eq!(h.header("content-length"), g1.header("content-length"));
+    assert_eq!(gets.load(Ordering::SeqCst), 1);
+}

@@ -356,3 +356,52 @@ impl http_body::Body for Stalled {
         http_body::SizeHint::with_exact(self.0)
     }
 }
+
+#[tokio::test]
+async fn head_can_pass_through_as_head() {
+    let gets = Arc::new(AtomicUsize::new(0));
+    let g = gets.clone();
+    let cache = VariantCache::new(1 << 20);
+    let svc = PrecompressLayer::new()
+        .cache(cache.clone())
+        .head_as_get(false)
+        .layer(service_fn(move |req: Request<()>| {
+            let g = g.clone();
+            async move {
+                let head = req.method() == http::Method::HEAD;
+                if !head {
+                    g.fetch_add(1, Ordering::SeqCst);
+                }
+                let mut res = text_response(text(5, 30_000), Some("\"five\""));
+                if head {
+                    *res.body_mut() = Full::new(Bytes::new());
+                }
+                Ok::<_, Infallible>(res)
+            }
+        }));
+    let head = || {
+        Request::head("/h")
+            .header(ACCEPT_ENCODING, "gzip")
+            .body(())
+            .expect("request")
+    };
+    // Before any GET: the identity's headers, and the inner Service saw a HEAD.
+    let res = svc.clone().oneshot(head()).await.expect("infallible");
+    assert!(res.headers().get(CONTENT_ENCODING).is_none());
+    assert_eq!(res.headers()[CONTENT_LENGTH], "30000");
+    assert_eq!(gets.load(Ordering::SeqCst), 0);
+    assert_eq!(cache.encodings(), 0, "nothing is made from a HEAD");
+    // After a GET made the variant, HEAD tells its headers.
+    let got = svc
+        .clone()
+        .oneshot(get("/h", "gzip"))
+        .await
+        .expect("infallible");
+    let len = got.headers()[CONTENT_LENGTH].clone();
+    let res = svc.clone().oneshot(head()).await.expect("infallible");
+    assert_eq!(res.headers()[CONTENT_ENCODING], "gzip");
+    assert_eq!(res.headers()[CONTENT_LENGTH], len);
+    let body = res.into_body().collect().await.expect("body").to_bytes();
+    assert!(body.is_empty());
+    assert_eq!(gets.load(Ordering::SeqCst), 1);
+}

@@ -248,12 +248,12 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Serves each connection accepted on `listener` with `serve`, on a runtime thread of its
-/// own that lives as long as the test process: the tests' backends.
-pub fn serve_each<F, Fut>(listener: std::net::TcpListener, serve: F) -> SocketAddr
+/// Runs `serve` over `listener` on a runtime thread of its own that lives as long as the
+/// test process: the tests' backends.
+fn run_listener<F, Fut>(listener: std::net::TcpListener, serve: F) -> SocketAddr
 where
-    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
+    F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
 {
     let addr = listener.local_addr().expect("addr");
     listener.set_nonblocking(true).expect("nonblocking");
@@ -264,31 +264,32 @@ where
             .expect("runtime");
         rt.block_on(async move {
             let l = tokio::net::TcpListener::from_std(listener).expect("listener");
-            loop {
-                if let Ok((stream, _)) = l.accept().await {
-                    tokio::spawn(serve(stream));
-                }
-            }
+            serve(l).await;
         });
     });
     addr
 }
 
+/// Serves each connection accepted on `listener` with `serve`.
+pub fn serve_each<F, Fut>(listener: std::net::TcpListener, serve: F) -> SocketAddr
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    run_listener(listener, |l| async move {
+        loop {
+            if let Ok((stream, _)) = l.accept().await {
+                tokio::spawn(serve(stream));
+            }
+        }
+    })
+}
+
 /// An axum app as a backend on `listener`.
 pub fn serve_axum(listener: std::net::TcpListener, app: axum::Router) -> SocketAddr {
-    let addr = listener.local_addr().expect("addr");
-    listener.set_nonblocking(true).expect("nonblocking");
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let l = tokio::net::TcpListener::from_std(listener).expect("listener");
-            let _ = axum::serve(l, app).await;
-        });
-    });
-    addr
+    run_listener(listener, |l| async move {
+        let _ = axum::serve(l, app).await;
+    })
 }
 
 /// A fresh loopback listener.

@@ -24,6 +24,8 @@ pub(crate) struct Ctx {
     pub head: bool,
     /// A GET or HEAD, whose variants may be cached.
     pub cacheable: bool,
+    /// The inner response has the body to encode (not a HEAD passed on as HEAD).
+    pub fill: bool,
     /// `If-None-Match` as the client sent it.
     pub if_none_match: Option<Vec<HeaderValue>>,
     pub resource: u64,
@@ -159,6 +161,10 @@ where
         let (parts, inner) = res.into_parts();
         let b = PrecompressBody::Identity { inner };
         return Next::Done(from_variant(parts, b, &v, &ctx, settings));
+    }
+    if !ctx.fill {
+        let res = res.map(|inner| PrecompressBody::Identity { inner });
+        return Next::Done(identity(res, &ctx, settings));
     }
     let sibling = if eligible {
         res.extensions()

@@ -20,6 +20,7 @@ pub(crate) struct Settings<P> {
     pub max_size: u64,
     pub key_by_path: bool,
     pub vary_from_inner: bool,
+    pub head_as_get: bool,
 }
 
 impl<P: Clone> Clone for Settings<P> {
@@ -32,6 +33,7 @@ impl<P: Clone> Clone for Settings<P> {
             max_size: self.max_size,
             key_by_path: self.key_by_path,
             vary_from_inner: self.vary_from_inner,
+            head_as_get: self.head_as_get,
         }
     }
 }
@@ -61,6 +63,7 @@ impl PrecompressLayer {
                 max_size: DEFAULT_MAX_SIZE,
                 key_by_path: false,
                 vary_from_inner: false,
+                head_as_get: true,
             }),
         }
     }
@@ -119,6 +122,15 @@ impl<P: Predicate> PrecompressLayer<P> {
         self.edit(|s| s.vary_from_inner = on)
     }
 
+    /// Ask the inner Service for a GET when the client sends HEAD (the default), so that a
+    /// HEAD that negotiates a coding gets exactly the headers of the encoded GET even
+    /// before the variant exists. Off, HEAD is passed on as HEAD: it gets a cached
+    /// variant's headers, else the identity's. Turn it off over a Service where a GET
+    /// costs much more than a HEAD (a proxy).
+    pub fn head_as_get(self, on: bool) -> Self {
+        self.edit(|s| s.head_as_get = on)
+    }
+
     /// Which responses to compress.
     pub fn predicate<Q: Predicate>(self, predicate: Q) -> PrecompressLayer<Q> {
         let s = &*self.settings;
@@ -131,6 +143,7 @@ impl<P: Predicate> PrecompressLayer<P> {
                 max_size: s.max_size,
                 key_by_path: s.key_by_path,
                 vary_from_inner: s.vary_from_inner,
+                head_as_get: s.head_as_get,
             }),
         }
     }

@@ -94,9 +94,14 @@ fn prepare<P, B>(
     // and validator (RFC 9110 §9.3.1); anything else is encoded as it streams.
     let cacheable = method == Method::GET || method == Method::HEAD;
     let head = method == Method::HEAD;
+    let mut fill = true;
     let mut if_none_match = None;
     if cacheable {
-        if head {
+        if head && !settings.head_as_get {
+            // The inner Service's HEAD has no body to encode: a cached variant's headers
+            // can be told, nothing can be made.
+            fill = false;
+        } else if head {
             // HEAD answers with the headers GET would have, and those of an encoded variant
             // are only known once it has been made: ask the inner Service for the GET and
             // drop the body. Range means nothing to HEAD (§14.2), so it must not to the GET.
@@ -113,6 +118,7 @@ fn prepare<P, B>(
             encoding,
             head,
             cacheable,
+            fill,
             if_none_match,
             resource,
         }),
