@@ -255,6 +255,11 @@ fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
                         format!("{kp}.upstreams.{j}"),
                         format!("{:?} is not an http:// or https:// URL with a host", u.url),
                     );
+                } else if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+                    c.err(
+                        format!("{kp}.upstreams.{j}"),
+                        "an upstream URL carries no user or password",
+                    );
                 } else if !path_ok {
                     c.err(
                         format!("{kp}.upstreams.{j}"),
@@ -307,6 +312,12 @@ fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
         if d.is_zero() {
             c.err(format!("{kp}.{key}"), "must be longer than zero");
         }
+    }
+    if px.connect_timeout >= px.response_timeout {
+        c.err(
+            format!("{kp}.connect_timeout"),
+            "must be shorter than response_timeout, which includes it",
+        );
     }
     for (j, cidr) in px.trusted_proxies.iter().enumerate() {
         if crate::parse_cidr(cidr).is_none() {

@@ -321,6 +321,15 @@ impl GatewayRouter {
             }
             strip_prefix(&mut req, route.prefix.len());
         }
+        if matches!(
+            route.svc,
+            RouteService::Proxy(_) | RouteService::ProxyCompressed(_)
+        ) && has_dot_segment(req.uri().path())
+        {
+            // `/api/../admin` would match /api here and be resolved by the upstream outside
+            // it: refused, as the static files refuse to climb out of their root.
+            return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
+        }
         let kind = match &route.svc {
             RouteService::Static(s) => Kind::Static { fut: s.serve(req) },
             RouteService::Compressed(s) => Kind::Compressed {
@@ -343,6 +352,16 @@ impl GatewayRouter {
             p.spawn_health_checks();
         }
     }
+}
+
+/// Whether a path has a `.` or `..` segment, spelled plainly or percent-encoded
+/// (RFC 3986 §5.2.4 would resolve it).
+fn has_dot_segment(path: &str) -> bool {
+    path.split('/').any(|seg| {
+        let lower = seg.to_ascii_lowercase();
+        let dots = lower.replace("%2e", ".");
+        dots == "." || dots == ".."
+    })
 }
 
 /// Removes the first `n` bytes of the path (a route prefix), keeping the query.
@@ -480,6 +499,17 @@ mod tests {
             .map(|t| t.to_string())
             .collect();
         assert_eq!(config, layer);
+    }
+
+    #[test]
+    fn dot_segments_are_found_however_spelled() {
+        use super::has_dot_segment;
+        for p in ["/api/../x", "/api/./x", "/a/%2e%2E/b", "/a/.%2e", "/.."] {
+            assert!(has_dot_segment(p), "{p}");
+        }
+        for p in ["/api/x", "/a/...", "/a/.hidden", "/a/b.c", "/"] {
+            assert!(!has_dot_segment(p), "{p}");
+        }
     }
 
     #[test]

@@ -163,7 +163,7 @@ fn a_slow_upstream_gives_504() {
     })));
     let s = start(&proxy_toml(
         &[url(slow.addr)],
-        "response_timeout = \"300ms\"",
+        "response_timeout = \"300ms\"\nconnect_timeout = \"100ms\"",
     ));
     let t = Instant::now();
     let r = s.get("/");
@@ -624,4 +624,41 @@ fn head_goes_upstream_as_head_even_when_compression_is_negotiated() {
     assert_eq!(h.header("content-encoding"), Some("gzip"));
     assert_eq!(h.header("content-length"), g1.header("content-length"));
     assert_eq!(gets.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn dot_segments_never_reach_an_upstream() {
+    let e = echo();
+    let toml = format!(
+        "[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [{:?}]\nstrip_prefix = true\n",
+        url(e.addr)
+    );
+    let s = start(&toml);
+    for p in ["/api/../admin", "/api/%2e%2e/admin", "/api/./x"] {
+        assert_eq!(s.get(p).status, 400, "{p}");
+    }
+    assert_eq!(s.get("/api/ok").status, 200);
+}
+
+#[test]
+fn a_client_that_abandons_its_upload_does_not_eject_the_upstream() {
+    let sink = backend(
+        axum::Router::new().fallback(any(|body: axum::body::Bytes| async move {
+            body.len().to_string()
+        })),
+    );
+    let s = start(&proxy_toml(&[url(sink.addr)], "max_fails = 1\nretries = 0"));
+    for _ in 0..3 {
+        let mut c = Conn::open(s.addr);
+        c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\npartial");
+        drop(c);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // Still in the pool: the failures were the clients'.
+    let r = send(
+        s.addr,
+        "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nok",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "2");
 }

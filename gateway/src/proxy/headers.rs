@@ -64,19 +64,26 @@ impl Trusted {
             nets: cidrs
                 .iter()
                 .filter_map(|c| gatehouse_config::parse_cidr(c))
+                .map(|(net, len)| match net {
+                    // An IPv4-mapped network (::ffff:a.b.c.d/n) is the IPv4 one, with the
+                    // 96 bits of its mapping prefix taken off the length.
+                    IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                        Some(v4) if len >= 96 => (IpAddr::V4(v4), len - 96),
+                        _ => (net, len),
+                    },
+                    v4 => (v4, len),
+                })
                 .collect(),
         }
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
-        self.nets
-            .iter()
-            .any(|&(net, len)| match (canonical(net), ip) {
-                (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), len),
-                (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), len),
-                _ => false,
-            })
+        self.nets.iter().any(|&(net, len)| match (net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), len),
+            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), len),
+            _ => false,
+        })
     }
 }
 
@@ -88,7 +95,8 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 fn prefix_eq(a: &[u8], b: &[u8], len: u8) -> bool {
-    let (full, rest) = ((len / 8) as usize, len % 8);
+    let len = (len as usize).min(a.len() * 8).min(b.len() * 8);
+    let (full, rest) = (len / 8, (len % 8) as u8);
     if a[..full] != b[..full] {
         return false;
     }
@@ -96,7 +104,10 @@ fn prefix_eq(a: &[u8], b: &[u8], len: u8) -> bool {
         return true;
     }
     let mask = 0xffu8 << (8 - rest);
-    a[full] & mask == b[full] & mask
+    match (a.get(full), b.get(full)) {
+        (Some(x), Some(y)) => x & mask == y & mask,
+        _ => false,
+    }
 }
 
 /// Sets the forwarding fields for a request from `peer`. From a trusted proxy, the chain it
@@ -164,9 +175,15 @@ pub fn forward(
         if let Some(hv) = host.as_ref().and_then(|v| v.to_str().ok()) {
             elem.push_str(&format!(";host=\"{}\"", hv.replace(['"', '\\'], "")));
         }
-        let value = match (trust, h.get(FORWARDED).and_then(|v| v.to_str().ok())) {
-            (true, Some(prior)) => format!("{prior}, {elem}"),
-            _ => elem,
+        let prior: Vec<&str> = h
+            .get_all(FORWARDED)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let value = if trust && !prior.is_empty() {
+            format!("{}, {elem}", prior.join(", "))
+        } else {
+            elem
         };
         if let Ok(v) = HeaderValue::from_str(&value) {
             h.insert(FORWARDED, v);
@@ -277,5 +294,15 @@ mod tests {
         assert_eq!(h[FORWARDED], "for=\"[::1]\";proto=http");
         assert!(t.contains("::ffff:10.9.9.9".parse().unwrap()));
         assert!(!t.contains("11.0.0.1".parse().unwrap()));
+        // Mapped networks mean their IPv4 selves, and never index past an address.
+        let m = Trusted::new(&["::ffff:10.0.0.0/104".into(), "::ffff:192.0.2.7".into()]);
+        assert!(m.contains("10.200.0.1".parse().unwrap()));
+        assert!(m.contains("192.0.2.7".parse().unwrap()));
+        assert!(!m.contains("11.0.0.1".parse().unwrap()));
+        assert!(!m.contains("2001:db8::1".parse().unwrap()));
+        assert!(
+            prefix_eq(&[10, 0, 0, 1], &[10, 0, 0, 1], 120),
+            "clamped to 32 bits"
+        );
     }
 }

@@ -106,6 +106,7 @@ struct Inner {
     health_check: Option<gatehouse_config::HealthCheckConfig>,
     /// Set when a reload replaced this proxy: its health checks stop.
     retired: Arc<std::sync::atomic::AtomicBool>,
+    checks_started: std::sync::atomic::AtomicBool,
     http2: bool,
 }
 
@@ -170,6 +171,7 @@ impl Proxy {
                 forwarded: cfg.forwarded,
                 health_check: cfg.health_check.clone(),
                 retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                checks_started: std::sync::atomic::AtomicBool::new(false),
                 http2: cfg.http2,
             }),
         })
@@ -182,6 +184,10 @@ impl Proxy {
 
     /// Starts the active health checks, if configured, on the current runtime.
     pub fn spawn_health_checks(&self) {
+        // Once per pool, whoever asks first (the server's start or a reload).
+        if self.inner.checks_started.swap(true, Ordering::Relaxed) {
+            return;
+        }
         if let Some(cfg) = &self.inner.health_check {
             let ups = self.inner.upstreams.clone();
             let client = self.inner.client.clone();
@@ -404,6 +410,14 @@ impl Inner {
                     if caused_by::<http_body_util::LengthLimitError>(&e) {
                         return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
                     }
+                    // The client's own body failed (it went away mid-upload): not the
+                    // upstream's fault, so it isn't held against it.
+                    if client_body_failed(&e) {
+                        return plain(
+                            StatusCode::BAD_REQUEST,
+                            "the request body could not be read\n",
+                        );
+                    }
                     tracing::warn!(upstream = %up.authority, "upstream request failed: {e}");
                     self.passive.failed(&up);
                     let again = e.is_connect()
@@ -491,6 +505,21 @@ fn hash_key(on: &HashOn, parts: &http::request::Parts, conn: ConnInfo) -> Option
             .find(|(k, _)| k == name)
             .map(|(_, v)| balance::fnv1a(v.as_bytes())),
     }
+}
+
+/// An error hyper's client reports as the user's: the request body it was sending failed.
+fn client_body_failed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_user())
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 fn caused_by<E: std::error::Error + 'static>(e: &(dyn std::error::Error + 'static)) -> bool {

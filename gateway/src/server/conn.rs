@@ -35,6 +35,9 @@ pub(crate) struct ConnState {
     wrote_bytes: AtomicBool,
     started: AtomicU64,
     in_flight: AtomicU32,
+    /// Requests whose Service has not produced a response head yet (a proxy waiting on its
+    /// upstream): their silence is the Service's to time out, not the watchdog's.
+    awaiting_head: AtomicU32,
 }
 
 pin_project_lite::pin_project! {
@@ -149,6 +152,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
     fn call(&self, req: Request<hyper::body::Incoming>) -> ConnFuture {
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
         ConnFuture {
             inner: self.router.dispatch(req, self.conn),
             state: Some(self.state.clone()),
@@ -168,6 +172,7 @@ pin_project_lite::pin_project! {
             // Dropped before a response was made (the connection went away).
             if let Some(state) = this.project().state.take() {
                 state.in_flight.fetch_sub(1, Ordering::Relaxed);
+                state.awaiting_head.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
@@ -180,6 +185,9 @@ impl Future for ConnFuture {
         let this = self.project();
         let Ok(res) = std::task::ready!(this.inner.poll(cx));
         let state = this.state.take();
+        if let Some(s) = &state {
+            s.awaiting_head.fetch_sub(1, Ordering::Relaxed);
+        }
         let (parts, mut body) = res.into_parts();
         // This body is written to the socket as it is, so a file may go by sendfile, as long
         // as hyper will send all of it: a marker it cut short at Content-Length would leave
@@ -288,6 +296,13 @@ impl Watchdog {
             // out its last chunk, which may still be being written (a sendfile extent can
             // be megabytes), so writes count as activity in their own right.
             self.last_started = started;
+            self.idle_ticks = 0;
+            self.head_ticks = None;
+            self.stalled_ticks = 0;
+            return Verdict::Continue;
+        }
+        if busy && s.awaiting_head.load(Ordering::Relaxed) > 0 {
+            // Waiting on the Service (an upstream), which has timeouts of its own.
             self.idle_ticks = 0;
             self.head_ticks = None;
             self.stalled_ticks = 0;
