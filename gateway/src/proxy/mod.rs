@@ -507,30 +507,23 @@ fn hash_key(on: &HashOn, parts: &http::request::Parts, conn: ConnInfo) -> Option
     }
 }
 
+/// An error and its sources, outermost first.
+fn chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |err| err.source())
+}
+
 /// An error hyper's client reports as the user's: the request body it was sending failed.
 fn client_body_failed(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if err
-            .downcast_ref::<hyper::Error>()
+    chain(e).any(|err| {
+        err.downcast_ref::<hyper::Error>()
             .is_some_and(|h| h.is_user())
-        {
-            return true;
-        }
-        cur = err.source();
-    }
-    false
+    })
 }
 
 fn caused_by<E: std::error::Error + 'static>(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if err.is::<E>() {
-            return true;
-        }
-        cur = err.source();
-    }
-    false
+    chain(e).any(|err| err.is::<E>())
 }
 
 /// Counts a request against its upstream until the response body is done with.
