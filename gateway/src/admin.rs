@@ -28,14 +28,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
                     // Reading files and opening roots: off the event loop.
                     match tokio::task::spawn_blocking(move || f()).await {
                         Ok(Ok(())) => plain(StatusCode::OK, "reloaded\n"),
-                        Ok(Err(e)) => {
-                            let mut res = plain(StatusCode::BAD_REQUEST, "");
-                            *res.body_mut() = crate::body::GateBody::full(format!(
-                                "configuration refused; the old one stays in force:\n{e}\n"
-                            ));
-                            res.headers_mut().remove(http::header::CONTENT_LENGTH);
-                            res
-                        }
+                        Ok(Err(e)) => plain(
+                            StatusCode::BAD_REQUEST,
+                            format!("configuration refused; the old one stays in force:\n{e}\n"),
+                        ),
                         Err(_) => plain(StatusCode::INTERNAL_SERVER_ERROR, "reload failed\n"),
                     }
                 }

@@ -414,14 +414,17 @@ pub(crate) fn add_slash(uri: &http::Uri) -> Response<Body> {
     res
 }
 
-pub(crate) fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
-    let mut res = Response::new(Body::full(Bytes::from_static(text.as_bytes())));
+/// A short text response. A `&'static str` costs no copy; a `String` is moved in.
+pub(crate) fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<Body> {
+    let text: Bytes = text.into();
+    let len = text.len();
+    let mut res = Response::new(Body::full(text));
     *res.status_mut() = status;
     res.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     res.headers_mut()
-        .insert(CONTENT_LENGTH, HeaderValue::from(text.len()));
+        .insert(CONTENT_LENGTH, HeaderValue::from(len));
     res
 }
