@@ -22,6 +22,14 @@ pub struct Config {
     pub limits: Limits,
     /// Log filter for gatehouse's own diagnostics, in `tracing` syntax (`info`, `debug`).
     pub log_level: String,
+    /// Serve HTTP/2 with prior knowledge (h2c) on the plain listeners, beside HTTP/1.1.
+    pub h2c: bool,
+    /// HTTPS listeners and their certificates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
+    /// Certificates obtained and renewed from an ACME CA (Let's Encrypt and others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acme: Option<AcmeConfig>,
     pub routes: Vec<Route>,
 }
 
@@ -36,9 +44,146 @@ impl Default for Config {
             timeouts: Timeouts::default(),
             limits: Limits::default(),
             log_level: "info".into(),
+            h2c: false,
+            tls: None,
+            acme: None,
             routes: Vec::new(),
         }
     }
+}
+
+/// `[tls]`: the HTTPS listeners.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// Addresses of the HTTPS listeners: one string or a list.
+    #[serde(deserialize_with = "one_or_many")]
+    pub listen: Vec<SocketAddr>,
+    /// PEM certificate files, chosen by SNI. The first is the default, for clients that
+    /// send no name or a name no certificate covers.
+    pub certs: Vec<CertConfig>,
+    /// Offer HTTP/2 by ALPN (beside HTTP/1.1).
+    pub http2: bool,
+    /// A PEM file of CA certificates: clients must present a certificate it signed (mTLS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: let clients without a certificate in (those with one must still
+    /// present a valid one).
+    pub client_auth_optional: bool,
+    /// The plain listeners answer every request with a 308 to https, except ACME HTTP-01
+    /// challenges.
+    pub redirect_http: bool,
+    /// `Strict-Transport-Security` value sent on HTTPS responses, such as
+    /// `max-age=63072000; includeSubDomains`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hsts: Option<String>,
+    /// How often the certificate files are checked for changes.
+    #[serde(with = "humantime_serde")]
+    pub watch_interval: Duration,
+    /// Time allowed for a TLS handshake.
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        TlsConfig {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 8443))],
+            certs: Vec::new(),
+            http2: true,
+            client_ca: None,
+            client_auth_optional: false,
+            redirect_http: false,
+            hsts: None,
+            watch_interval: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `[[tls.certs]]`: one certificate chain and its private key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// Names it is chosen for (exact or `*.example.com`); by default the certificate's own
+    /// DNS names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+}
+
+/// `[acme]`: certificates from an ACME CA (RFC 8555).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AcmeConfig {
+    /// The CA's directory URL. Let's Encrypt production by default.
+    pub directory: String,
+    /// Contact URLs for the account, such as `mailto:ops@example.com`.
+    pub contact: Vec<String>,
+    /// Where the account key and the certificates are kept (private keys mode 0600).
+    pub state_dir: PathBuf,
+    /// How domains are proven: `http-01` (on a plain listener, port 80 for a public CA) or
+    /// `tls-alpn-01` (on an HTTPS listener, port 443).
+    pub challenge: Challenge,
+    /// More CA certificates (PEM) to trust for the directory's own HTTPS, for a private or
+    /// test CA such as Pebble.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub directory_ca: Option<PathBuf>,
+    /// External Account Binding key id and base64url HMAC key, for CAs that require them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eab_kid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eab_hmac_key: Option<String>,
+    /// One certificate per entry, covering its domain list.
+    pub certificates: Vec<AcmeCertConfig>,
+    /// Renew when less than this is left before expiry. By default a third of the
+    /// certificate's lifetime, and at least 30 days for certificates of 90 days or more.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub renew_before: Option<Duration>,
+    /// First wait after a failed attempt; it doubles (with jitter) up to `retry_max`.
+    #[serde(with = "humantime_serde")]
+    pub retry_min: Duration,
+    #[serde(with = "humantime_serde")]
+    pub retry_max: Duration,
+}
+
+impl Default for AcmeConfig {
+    fn default() -> Self {
+        AcmeConfig {
+            directory: "https://acme-v02.api.letsencrypt.org/directory".into(),
+            contact: Vec::new(),
+            state_dir: PathBuf::from("acme"),
+            challenge: Challenge::Http01,
+            directory_ca: None,
+            eab_kid: None,
+            eab_hmac_key: None,
+            certificates: Vec::new(),
+            renew_before: None,
+            retry_min: Duration::from_secs(60),
+            retry_max: Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Challenge {
+    #[default]
+    #[serde(rename = "http-01")]
+    Http01,
+    #[serde(rename = "tls-alpn-01")]
+    TlsAlpn01,
+}
+
+/// `[[acme.certificates]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeCertConfig {
+    pub domains: Vec<String>,
 }
 
 /// How the server uses threads.

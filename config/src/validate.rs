@@ -56,6 +56,8 @@ pub(crate) fn normalise_and_validate(
         c.err("workers", "more than 1024 workers is surely a mistake");
     }
 
+    check_tls(&mut c, config);
+
     let implicit = config.routes.is_empty();
     if implicit {
         config.routes.push(Route::static_route(None));
@@ -373,4 +375,100 @@ fn check_host(host: &str) -> Result<(), String> {
         return Err(format!("{host:?} is not a valid host name"));
     }
     Ok(())
+}
+
+fn check_tls(c: &mut Collector, config: &mut Config) {
+    if let Some(tls) = &mut config.tls {
+        if tls.listen.is_empty() {
+            c.err("tls.listen", "at least one address is needed");
+        }
+        if tls.certs.is_empty() && config.acme.is_none() {
+            c.err(
+                "tls.certs",
+                "at least one certificate is needed (or certificates from [acme])",
+            );
+        }
+        for (i, cert) in tls.certs.iter_mut().enumerate() {
+            for (j, name) in cert.names.iter_mut().enumerate() {
+                *name = name.to_ascii_lowercase();
+                if let Err(why) = check_host(name) {
+                    c.err(format!("tls.certs.{i}.names.{j}"), why);
+                }
+            }
+        }
+        if let Some(h) = &tls.hsts {
+            if !h.trim_start().to_ascii_lowercase().starts_with("max-age=") || http_value_invalid(h)
+            {
+                c.err(
+                    "tls.hsts",
+                    "must be a header value starting with max-age= (RFC 6797 \u{a7}6.1)",
+                );
+            }
+        }
+        if tls.handshake_timeout.is_zero() {
+            c.err("tls.handshake_timeout", "must be longer than zero");
+        }
+        if tls.watch_interval.is_zero() {
+            c.err("tls.watch_interval", "must be longer than zero");
+        }
+    }
+    let Some(acme) = &mut config.acme else {
+        return;
+    };
+    if config.tls.is_none() {
+        c.err(
+            "acme",
+            "ACME certificates are served on HTTPS listeners: add a [tls] table",
+        );
+    }
+    if !(acme.directory.starts_with("https://") || acme.directory.starts_with("http://")) {
+        c.err("acme.directory", "must be an http(s):// URL");
+    }
+    if acme.certificates.is_empty() {
+        c.err("acme.certificates", "at least one certificate is needed");
+    }
+    let mut seen = HashSet::new();
+    for (i, cert) in acme.certificates.iter_mut().enumerate() {
+        if cert.domains.is_empty() {
+            c.err(
+                format!("acme.certificates.{i}.domains"),
+                "at least one domain is needed",
+            );
+        }
+        for (j, d) in cert.domains.iter_mut().enumerate() {
+            *d = d.to_ascii_lowercase();
+            if let Err(why) = check_host(d) {
+                c.err(format!("acme.certificates.{i}.domains.{j}"), why);
+            } else if d.starts_with('*') && acme.challenge == crate::Challenge::Http01 {
+                c.err(
+                    format!("acme.certificates.{i}.domains.{j}"),
+                    "wildcard names need the dns-01 challenge, which gatehouse does not do",
+                );
+            }
+        }
+        if let Some(first) = cert.domains.first() {
+            if !seen.insert(first.clone()) {
+                c.err(
+                    format!("acme.certificates.{i}.domains"),
+                    format!("another certificate already starts with {first:?}"),
+                );
+            }
+        }
+    }
+    if acme.eab_kid.is_some() != acme.eab_hmac_key.is_some() {
+        c.err(
+            "acme.eab_kid",
+            "External Account Binding needs both eab_kid and eab_hmac_key",
+        );
+    }
+    if acme.retry_min.is_zero() || acme.retry_min > acme.retry_max {
+        c.err(
+            "acme.retry_min",
+            "must be longer than zero and no longer than retry_max",
+        );
+    }
+}
+
+fn http_value_invalid(v: &str) -> bool {
+    v.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f)
 }

@@ -10,5 +10,6 @@ pub mod proxy;
 pub mod router;
 pub mod server;
 pub mod static_files;
+pub mod tls;
 
 pub use server::{start, Handle};

@@ -140,7 +140,10 @@ fn run(o: Overrides) -> ExitCode {
             handle.admin_addr()
         );
     }
-    let reload = reloader(o, router, config.clone());
+    for a in handle.https_addrs() {
+        tracing::info!("listening on https://{a}");
+    }
+    let reload = reloader(o, router, config.clone(), handle.tls().cloned());
     handle.set_reloader(reload.clone());
     wait_for_signal(&reload);
     tracing::info!("draining (up to {:?})", config.timeouts.drain);
@@ -159,6 +162,7 @@ fn reloader(
     o: Overrides,
     router: gatehouse::GatewayRouter,
     started: Config,
+    tls: Option<std::sync::Arc<gatehouse::tls::Tls>>,
 ) -> gatehouse::server::Reloader {
     std::sync::Arc::new(move || {
         let config = o.loader().load().map_err(|errors| {
@@ -175,11 +179,31 @@ fn reloader(
             ("workers", config.workers != started.workers),
             ("timeouts", config.timeouts != started.timeouts),
             ("limits", config.limits != started.limits),
+            ("h2c", config.h2c != started.h2c),
+            ("acme", config.acme != started.acme),
+            (
+                "tls (other than tls.certs)",
+                config
+                    .tls
+                    .as_ref()
+                    .map(|t| (&t.listen, &t.client_ca, t.http2, &t.hsts, t.redirect_http))
+                    != started
+                        .tls
+                        .as_ref()
+                        .map(|t| (&t.listen, &t.client_ca, t.http2, &t.hsts, t.redirect_http)),
+            ),
         ];
         for (key, changed) in fixed {
             if changed {
                 tracing::warn!("reload: {key} changed, but takes effect only after a restart");
             }
+        }
+        // Certificates first: if one is broken, nothing changes, routes included.
+        if let (Some(tls), Some(t)) = (&tls, &config.tls) {
+            tls.reload(t).map_err(|e| {
+                tracing::error!("reload refused: {e}; the old certificates stay");
+                e
+            })?;
         }
         router.reload(&config).map_err(|e| {
             tracing::error!("reload refused: {e}");

@@ -431,7 +431,7 @@ pin_project! {
 }
 
 impl RouterFuture {
-    fn ready(res: Response<GateBody>) -> Self {
+    pub(crate) fn ready(res: Response<GateBody>) -> Self {
         RouterFuture {
             kind: Kind::Ready { res: Some(res) },
         }

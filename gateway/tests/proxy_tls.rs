@@ -15,27 +15,15 @@ struct Pki {
 }
 
 fn pki() -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "gatehouse test CA");
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
-    let client_key = KeyPair::generate().unwrap();
-    let client = CertificateParams::new(vec!["gatehouse-client".to_string()])
-        .unwrap()
-        .signed_by(&client_key, &ca_cert, &ca_key)
-        .unwrap();
+    let ca = pki::Ca::new("gatehouse test CA");
+    let leaf = ca.leaf(&["localhost"], "localhost");
+    let client = ca.leaf(&["gatehouse-client"], "gatehouse-client");
     Pki {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-        client_pem: client.pem(),
-        client_key_pem: client_key.serialize_pem(),
+        ca_pem: ca.pem.clone(),
+        cert_pem: leaf.cert_pem,
+        key_pem: leaf.key_pem,
+        client_pem: client.cert_pem,
+        client_key_pem: client.key_pem,
     }
 }
 

@@ -6,10 +6,14 @@
 //!   needs (metadata, formatted validators, small bodies), like nginx's `open_file_cache`.
 //! - [`precompress`]: compresses each version of a response once (br, zstd, gzip) and
 //!   serves it from memory; sends precompressed files from disk when present.
+//! - [`acme`]: answers ACME HTTP-01 challenges (RFC 8555 §8.3) before anything else sees
+//!   the request.
 //! - [`path`]: the one path normalisation every layer and the router share.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "acme")]
+pub mod acme;
 #[cfg(feature = "open-file-cache")]
 pub mod open_file_cache;
 pub mod path;

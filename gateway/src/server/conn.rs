@@ -40,20 +40,37 @@ pub(crate) struct ConnState {
     awaiting_head: AtomicU32,
 }
 
+/// A connection's byte stream: TCP, or TLS over TCP (which can't sendfile).
+pub(crate) trait Socket: AsyncRead + AsyncWrite + Unpin {
+    fn tcp(&self) -> Option<&TcpStream>;
+}
+
+impl Socket for TcpStream {
+    fn tcp(&self) -> Option<&TcpStream> {
+        Some(self)
+    }
+}
+
+impl Socket for tokio_rustls::server::TlsStream<TcpStream> {
+    fn tcp(&self) -> Option<&TcpStream> {
+        None
+    }
+}
+
 pin_project_lite::pin_project! {
     /// The socket as hyper sees it: reads are noted for the watchdog, and writes that
     /// carry a file marker go out with `sendfile` (see [`super::sendfile`]).
-    pub(crate) struct TrackedIo {
+    pub(crate) struct TrackedIo<S> {
         #[pin]
-        stream: TcpStream,
+        stream: S,
         state: Arc<ConnState>,
         sendfile: Option<Arc<Channel>>,
     }
 }
 
-impl TrackedIo {
+impl<S: Socket> TrackedIo<S> {
     pub(crate) fn new(
-        stream: TcpStream,
+        stream: S,
         state: Arc<ConnState>,
         sendfile: Option<Arc<Channel>>,
     ) -> TokioIo<Self> {
@@ -65,7 +82,7 @@ impl TrackedIo {
     }
 }
 
-impl AsyncRead for TrackedIo {
+impl<S: Socket> AsyncRead for TrackedIo<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -89,19 +106,20 @@ fn note_write(state: &ConnState, res: &Poll<io::Result<usize>>) {
     }
 }
 
-impl AsyncWrite for TrackedIo {
+impl<S: Socket> AsyncWrite for TrackedIo<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
-        let res = match this.sendfile {
-            Some(ch) => match ch.poll_write(&this.stream, cx, &[io::IoSlice::new(buf)]) {
+        let tcp = this.stream.as_ref().get_ref().tcp();
+        let res = match (this.sendfile, tcp) {
+            (Some(ch), Some(tcp)) => match ch.poll_write(tcp, cx, &[io::IoSlice::new(buf)]) {
                 Some(res) => res,
                 None => this.stream.poll_write(cx, buf),
             },
-            None => this.stream.poll_write(cx, buf),
+            _ => this.stream.poll_write(cx, buf),
         };
         note_write(this.state, &res);
         res
@@ -113,12 +131,13 @@ impl AsyncWrite for TrackedIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
-        let res = match this.sendfile {
-            Some(ch) => match ch.poll_write(&this.stream, cx, bufs) {
+        let tcp = this.stream.as_ref().get_ref().tcp();
+        let res = match (this.sendfile, tcp) {
+            (Some(ch), Some(tcp)) => match ch.poll_write(tcp, cx, bufs) {
                 Some(res) => res,
                 None => this.stream.poll_write_vectored(cx, bufs),
             },
-            None => this.stream.poll_write_vectored(cx, bufs),
+            _ => this.stream.poll_write_vectored(cx, bufs),
         };
         note_write(this.state, &res);
         res
@@ -142,6 +161,7 @@ pub(crate) struct ConnService {
     pub(crate) router: GatewayRouter,
     pub(crate) state: Arc<ConnState>,
     pub(crate) conn: crate::proxy::ConnInfo,
+    pub(crate) front: Arc<super::front::Front>,
 }
 
 impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
@@ -153,9 +173,18 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
+        let inner = match self.front.intercepts() {
+            true => match self.front.intercept(&req) {
+                Some(res) => RouterFuture::ready(res),
+                None => self.router.dispatch(req, self.conn),
+            },
+            false => self.router.dispatch(req, self.conn),
+        };
         ConnFuture {
-            inner: self.router.dispatch(req, self.conn),
+            inner,
             state: Some(self.state.clone()),
+            sendfile: self.front.sendfile,
+            hsts: self.front.hsts.clone(),
         }
     }
 }
@@ -165,6 +194,8 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: RouterFuture,
         state: Option<Arc<ConnState>>,
+        sendfile: bool,
+        hsts: Option<http::HeaderValue>,
     }
 
     impl PinnedDrop for ConnFuture {
@@ -188,11 +219,17 @@ impl Future for ConnFuture {
         if let Some(s) = &state {
             s.awaiting_head.fetch_sub(1, Ordering::Relaxed);
         }
-        let (parts, mut body) = res.into_parts();
+        let (mut parts, mut body) = res.into_parts();
+        if let Some(h) = this.hsts.take() {
+            // RFC 6797 §7.1: only over a secure transport, which is why it is per listener.
+            parts
+                .headers
+                .insert(http::header::STRICT_TRANSPORT_SECURITY, h);
+        }
         // This body is written to the socket as it is, so a file may go by sendfile, as long
         // as hyper will send all of it: a marker it cut short at Content-Length would leave
         // its extent pending forever.
-        if let GateBody::File(f) = &mut body {
+        if let (true, GateBody::File(f)) = (*this.sendfile, &mut body) {
             let declared = parts
                 .headers
                 .get(http::header::CONTENT_LENGTH)

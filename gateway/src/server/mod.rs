@@ -4,15 +4,23 @@
 //! at once, then serves on background threads; [`Handle::shutdown`] drains.
 
 mod conn;
+pub(crate) mod front;
 pub mod listener;
 pub(crate) mod sendfile;
 
 use crate::admin;
 use crate::router::GatewayRouter as Router;
+use crate::tls::acme::{Acme, AcmeStatus};
+use crate::tls::Tls;
+use front::Front;
 use gatehouse_config::{Config, RuntimeMode};
-use hyper::server::conn::http1;
+use gatehouse_layers::acme::ChallengeTokens;
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -49,14 +57,27 @@ impl Shared {
 /// Per-connection settings, built once.
 struct ConnSettings {
     builder: http1::Builder,
+    h2: http2::Builder<TokioExecutor>,
+    /// HTTP/1.1 or HTTP/2 by prior knowledge, on plain listeners with `h2c`.
+    auto: hyper_util::server::conn::auto::Builder<TokioExecutor>,
     keep_alive: Duration,
     header_read: Duration,
+}
+
+/// What kind of listener a socket came from.
+struct ListenerKind {
+    front: Arc<Front>,
+    tls: Option<Arc<Tls>>,
+    h2c: bool,
 }
 
 /// A running server.
 pub struct Handle {
     addrs: Vec<SocketAddr>,
+    https_addrs: Vec<SocketAddr>,
     admin_addr: SocketAddr,
+    tls: Option<Arc<Tls>>,
+    acme: Option<Arc<AcmeStatus>>,
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     drain: Duration,
@@ -72,6 +93,10 @@ pub struct BindError {
 
 impl std::fmt::Display for BindError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.what == "tls" {
+            // A certificate or TLS setting: the message names the key and file.
+            return write!(f, "{}", self.error);
+        }
         write!(
             f,
             "cannot listen on {} ({}): {}",
@@ -90,6 +115,21 @@ impl Handle {
 
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin_addr
+    }
+
+    /// The HTTPS listeners' addresses.
+    pub fn https_addrs(&self) -> &[SocketAddr] {
+        &self.https_addrs
+    }
+
+    /// The TLS side (certificates, reload), when `[tls]` is configured.
+    pub fn tls(&self) -> Option<&Arc<Tls>> {
+        self.tls.as_ref()
+    }
+
+    /// ACME ordering outcomes, when `[acme]` is configured.
+    pub fn acme_status(&self) -> Option<&Arc<AcmeStatus>> {
+        self.acme.as_ref()
     }
 
     /// Stops accepting, lets in-flight requests finish within the drain timeout, then
@@ -136,17 +176,50 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
     let per_core = config.runtime == RuntimeMode::PerCore;
     let groups = if per_core { workers } else { 1 };
 
-    // Bind everything first: a failure must be reported before anything runs.
-    let mut by_addr: Vec<Vec<TcpListener>> = Vec::new();
-    let mut addrs = Vec::new();
-    for &addr in &config.listen {
-        let group = listener::bind_group(addr, groups).map_err(|error| BindError {
+    let tls_err = |addr: SocketAddr| {
+        move |e: String| BindError {
             addr,
-            what: "http",
-            error,
-        })?;
-        addrs.push(group[0].local_addr().unwrap_or(addr));
-        by_addr.push(group);
+            what: "tls",
+            error: io::Error::other(e),
+        }
+    };
+    let first_tls = config
+        .tls
+        .as_ref()
+        .and_then(|t| t.listen.first().copied())
+        .unwrap_or(config.admin_listen);
+    let tls = match &config.tls {
+        Some(_) => Some(Tls::new(config).map_err(tls_err(first_tls))?),
+        None => None,
+    };
+    let tokens = config.acme.as_ref().map(|_| ChallengeTokens::new());
+    let acme = match (&config.acme, &tls, &tokens) {
+        (Some(a), Some(t), Some(tokens)) => {
+            Some(Acme::new(a, t.store.clone(), tokens.clone()).map_err(tls_err(first_tls))?)
+        }
+        _ => None,
+    };
+
+    // Bind everything first: a failure must be reported before anything runs.
+    let mut by_addr: Vec<(bool, Vec<TcpListener>)> = Vec::new();
+    let mut addrs = Vec::new();
+    let mut https_addrs = Vec::new();
+    let tls_listen = config.tls.as_ref().map_or(&[][..], |t| &t.listen[..]);
+    for (is_tls, list) in [(false, &config.listen[..]), (true, tls_listen)] {
+        for &addr in list {
+            let group = listener::bind_group(addr, groups).map_err(|error| BindError {
+                addr,
+                what: if is_tls { "https" } else { "http" },
+                error,
+            })?;
+            let actual = group[0].local_addr().unwrap_or(addr);
+            if is_tls {
+                https_addrs.push(actual);
+            } else {
+                addrs.push(actual);
+            }
+            by_addr.push((is_tls, group));
+        }
     }
     let admin_listener = listener::bind(config.admin_listen, false).map_err(|error| BindError {
         addr: config.admin_listen,
@@ -178,18 +251,63 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
     if config.limits.max_headers != 100 {
         builder.max_headers(config.limits.max_headers);
     }
+    let mut h2 = http2::Builder::new(TokioExecutor::new());
+    h2.timer(TokioTimer::new())
+        .max_header_list_size(config.limits.max_header_bytes as u32)
+        .max_concurrent_streams(256);
+    let mut auto = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    auto.http1()
+        .keep_alive(true)
+        .writev(true)
+        .max_buf_size(config.limits.max_header_bytes.max(8192))
+        .header_read_timeout(None);
+    auto.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(config.limits.max_header_bytes as u32)
+        .max_concurrent_streams(256);
     let settings = Arc::new(ConnSettings {
         builder,
+        h2,
+        auto,
         keep_alive: config.timeouts.keep_alive,
         header_read: config.timeouts.header_read,
     });
 
+    let redirect = match (&config.tls, https_addrs.first()) {
+        (Some(t), Some(a)) if t.redirect_http => Some((a.port() != 443).then_some(a.port())),
+        _ => None,
+    };
+    let plain_kind = Arc::new(ListenerKind {
+        front: Arc::new(Front {
+            hsts: None,
+            redirect,
+            acme: tokens,
+            // sendfile markers need hyper's HTTP/1 writer, which the h2c path may not use.
+            sendfile: !config.h2c,
+        }),
+        tls: None,
+        h2c: config.h2c,
+    });
+    let tls_kind = Arc::new(ListenerKind {
+        front: Arc::new(Front {
+            hsts: tls.as_ref().and_then(|t| t.hsts.clone()),
+            redirect: None,
+            acme: None,
+            sendfile: false,
+        }),
+        tls: tls.clone(),
+        h2c: false,
+    });
+    let acme_status = acme.as_ref().map(|a| a.status.clone());
+
     let mut threads = Vec::new();
     // Per core: listener i of each address goes to runtime i.
-    let mut per_runtime: Vec<Vec<TcpListener>> = (0..groups).map(|_| Vec::new()).collect();
-    for group in by_addr {
+    let mut per_runtime: Vec<Vec<(Arc<ListenerKind>, TcpListener)>> =
+        (0..groups).map(|_| Vec::new()).collect();
+    for (is_tls, group) in by_addr {
+        let kind = if is_tls { &tls_kind } else { &plain_kind };
         for (i, l) in group.into_iter().enumerate() {
-            per_runtime[i].push(l);
+            per_runtime[i].push((kind.clone(), l));
         }
     }
     for (i, listeners) in per_runtime.into_iter().enumerate() {
@@ -211,6 +329,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         })?;
         let (router, settings, shared, rx) =
             (router.clone(), settings.clone(), shared.clone(), rx.clone());
+        let watch = if i == 0 { tls.clone() } else { None };
         let name = format!("gatehouse-{i}");
         let t = std::thread::Builder::new()
             .name(name)
@@ -219,8 +338,11 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
                     if i == 0 {
                         router.spawn_background();
                     }
+                    if let Some(t) = &watch {
+                        t.spawn_watch();
+                    }
                     let mut loops = Vec::new();
-                    for l in listeners {
+                    for (kind, l) in listeners {
                         let l = match tokio::net::TcpListener::from_std(l) {
                             Ok(l) => l,
                             Err(e) => {
@@ -230,6 +352,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
                         };
                         loops.push(tokio::spawn(accept_loop(
                             l,
+                            kind,
                             router.clone(),
                             settings.clone(),
                             shared.clone(),
@@ -276,10 +399,20 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
             error,
         })?;
     threads.push(t);
+    if let Some(a) = acme {
+        a.spawn().map_err(|error| BindError {
+            addr: first_tls,
+            what: "thread",
+            error,
+        })?;
+    }
 
     Ok(Handle {
         addrs,
+        https_addrs,
         admin_addr,
+        tls,
+        acme: acme_status,
         shared,
         threads,
         drain: config.timeouts.drain,
@@ -296,6 +429,7 @@ impl Drop for ConnGuard {
 
 async fn accept_loop(
     listener: tokio::net::TcpListener,
+    kind: Arc<ListenerKind>,
     router: Router,
     settings: Arc<ConnSettings>,
     shared: Arc<Shared>,
@@ -311,8 +445,12 @@ async fn accept_loop(
                     shared.connections.fetch_add(1, Ordering::SeqCst);
                     let guard = ConnGuard(shared.clone());
                     let (router, settings, rx) = (router.clone(), settings.clone(), shutdown.clone());
+                    let kind = kind.clone();
                     tokio::spawn(async move {
-                        serve_connection(stream, peer, router, &settings, rx).await;
+                        match &kind.tls {
+                            Some(tls) => serve_tls(stream, peer, &kind, tls, router, &settings, rx).await,
+                            None => serve_connection(stream, peer, &kind, router, &settings, rx).await,
+                        }
                         drop(guard);
                     });
                 }
@@ -330,6 +468,7 @@ async fn accept_loop(
 async fn serve_connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
+    kind: &ListenerKind,
     router: Router,
     settings: &ConnSettings,
     shutdown: watch::Receiver<bool>,
@@ -338,8 +477,6 @@ async fn serve_connection(
     // would hold each response back by ~40 ms.
     let _ = stream.set_nodelay(true);
     let state = Arc::new(conn::ConnState::default());
-    let channel = Arc::new(sendfile::Channel::default());
-    let io = conn::TrackedIo::new(stream, state.clone(), Some(channel.clone()));
     let svc = conn::ConnService {
         router,
         state: state.clone(),
@@ -347,20 +484,100 @@ async fn serve_connection(
             peer: Some(peer),
             https: false,
         },
+        front: kind.front.clone(),
     };
+    if kind.h2c {
+        let io = conn::TrackedIo::new(stream, state.clone(), None);
+        let conn = settings.auto.serve_connection_with_upgrades(io, svc);
+        return drive(conn, |c| c.graceful_shutdown(), state, settings, shutdown).await;
+    }
+    let channel = Arc::new(sendfile::Channel::default());
+    let io = conn::TrackedIo::new(stream, state.clone(), Some(channel.clone()));
     // with_upgrades: a proxied WebSocket (or other HTTP/1.1 upgrade) takes the socket over
     // after its 101; the tunnel then lives in its own task.
     let conn = sendfile::Scope::new(
         settings.builder.serve_connection(io, svc).with_upgrades(),
         channel,
     );
+    drive(
+        conn,
+        |c| c.inner().graceful_shutdown(),
+        state,
+        settings,
+        shutdown,
+    )
+    .await
+}
+
+async fn serve_tls(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    kind: &ListenerKind,
+    tls: &Tls,
+    router: Router,
+    settings: &ConnSettings,
+    shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
+    let stream = match tokio::time::timeout(tls.handshake_timeout, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!("tls handshake from {peer}: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("tls handshake from {peer}: timed out");
+            return;
+        }
+    };
+    let alpn = stream.get_ref().1.alpn_protocol();
+    if alpn == Some(crate::tls::certs::ACME_TLS_ALPN) {
+        // RFC 8737 §3: the handshake itself was the answer; no HTTP follows.
+        let mut stream = stream;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
+        return;
+    }
+    let h2 = alpn == Some(b"h2");
+    let state = Arc::new(conn::ConnState::default());
+    let svc = conn::ConnService {
+        router,
+        state: state.clone(),
+        conn: crate::proxy::ConnInfo {
+            peer: Some(peer),
+            https: true,
+        },
+        front: kind.front.clone(),
+    };
+    let io = conn::TrackedIo::new(stream, state.clone(), None);
+    if h2 {
+        let conn = settings.h2.serve_connection(io, svc);
+        drive(conn, |c| c.graceful_shutdown(), state, settings, shutdown).await
+    } else {
+        let conn = settings.builder.serve_connection(io, svc).with_upgrades();
+        drive(conn, |c| c.graceful_shutdown(), state, settings, shutdown).await
+    }
+}
+
+/// Runs a connection to its end, closing it when its watchdog says so, and shutting it
+/// down gracefully when the server drains.
+async fn drive<C, E>(
+    conn: C,
+    graceful: impl Fn(Pin<&mut C>),
+    state: Arc<conn::ConnState>,
+    settings: &ConnSettings,
+    shutdown: watch::Receiver<bool>,
+) where
+    C: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
     tokio::pin!(conn);
     let mut dog = conn::Watchdog::new(state, settings.keep_alive, settings.header_read);
     let sleep = tokio::time::sleep(dog.tick());
     tokio::pin!(sleep);
     let mut draining = *shutdown.borrow();
     if draining {
-        conn.as_mut().inner().graceful_shutdown();
+        graceful(conn.as_mut());
     }
     loop {
         tokio::select! {
@@ -381,7 +598,7 @@ async fn serve_connection(
                 // polling the channel on every wake-up of a busy connection.
                 if !draining && *shutdown.borrow() {
                     draining = true;
-                    conn.as_mut().inner().graceful_shutdown();
+                    graceful(conn.as_mut());
                 }
                 sleep.as_mut().reset(tokio::time::Instant::now() + dog.tick());
             }

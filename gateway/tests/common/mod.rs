@@ -2,6 +2,9 @@
 //! fixture site, and a raw HTTP/1.1 client that sends exactly the bytes a test gives it.
 #![allow(dead_code)]
 
+pub mod pki;
+pub mod tls;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,205 @@
+//! HTTPS: the rustls server configuration of every TLS listener, certificates by SNI,
+//! reloaded when their files change, and certificates from ACME ([`acme`]).
+//!
+//! The crypto provider is *ring*: it is already what the proxy's client uses, it builds
+//! with a C compiler alone (aws-lc-rs wants cmake and takes minutes on two cores), and its
+//! AES-GCM and ChaCha20 come from BoringSSL's assembly, the same lineage as aws-lc's.
+
+pub mod acme;
+pub mod certs;
+
+use certs::{CertStore, Loaded, Stamp};
+use gatehouse_config::{CertConfig, Challenge, Config, TlsConfig};
+use http::HeaderValue;
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
+use rustls::ServerConfig;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The TLS side of the server, shared by every HTTPS listener.
+pub struct Tls {
+    pub(crate) config: Arc<ServerConfig>,
+    pub store: Arc<CertStore>,
+    provider: Arc<CryptoProvider>,
+    watched: Mutex<Vec<Watched>>,
+    pub(crate) hsts: Option<HeaderValue>,
+    pub(crate) handshake_timeout: Duration,
+    watch_interval: Duration,
+}
+
+struct Watched {
+    config: CertConfig,
+    stamps: [Stamp; 2],
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tls")
+    }
+}
+
+pub(crate) fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl Tls {
+    /// Builds the server configuration and loads every certificate file. Fails, naming the
+    /// file and why, if any of them can't be used.
+    pub fn new(config: &Config) -> Result<Arc<Tls>, String> {
+        let Some(tls) = &config.tls else {
+            return Err("no [tls] table".into());
+        };
+        let provider = provider();
+        let store = Arc::new(CertStore::default());
+        let (files, watched) = load_all(&provider, &tls.certs)?;
+        store.set_files(files);
+
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| format!("tls: {e}"))?;
+        let builder = match &tls.client_ca {
+            Some(path) => {
+                let mut roots = rustls::RootCertStore::empty();
+                let pem = std::fs::read(path)
+                    .map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
+                use rustls::pki_types::pem::PemObject;
+                for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+                    let c = c.map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
+                    roots
+                        .add(c)
+                        .map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
+                }
+                if roots.is_empty() {
+                    return Err(format!(
+                        "tls.client_ca: {}: no certificate in it",
+                        path.display()
+                    ));
+                }
+                let mut v =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+                if tls.client_auth_optional {
+                    v = v.allow_unauthenticated();
+                }
+                let v = v.build().map_err(|e| format!("tls.client_ca: {e}"))?;
+                builder.with_client_cert_verifier(v)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let mut sc = builder.with_cert_resolver(store.clone());
+        if tls.http2 {
+            sc.alpn_protocols.push(b"h2".to_vec());
+        }
+        sc.alpn_protocols.push(b"http/1.1".to_vec());
+        if config
+            .acme
+            .as_ref()
+            .is_some_and(|a| a.challenge == Challenge::TlsAlpn01)
+        {
+            sc.alpn_protocols.push(certs::ACME_TLS_ALPN.to_vec());
+        }
+        // Resumption: stateless tickets (TLS 1.2 and 1.3), keys rotated by rustls every
+        // six hours; and a session-ID cache for TLS 1.2 clients without ticket support.
+        sc.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("tls: {e}"))?;
+        sc.session_storage = ServerSessionMemoryCache::new(16 * 1024);
+        sc.ignore_client_order = true;
+
+        let hsts = match &tls.hsts {
+            Some(h) => Some(HeaderValue::from_str(h).map_err(|e| format!("tls.hsts: {e}"))?),
+            None => None,
+        };
+        Ok(Arc::new(Tls {
+            config: Arc::new(sc),
+            store,
+            provider,
+            watched: Mutex::new(watched),
+            hsts,
+            handshake_timeout: tls.handshake_timeout,
+            watch_interval: tls.watch_interval,
+        }))
+    }
+
+    /// Loads the certificate files of `tls` again (SIGHUP, `POST /reload`). All or
+    /// nothing: if one of them is broken the old set stays and the error names it. Other
+    /// TLS settings are read at start only.
+    pub fn reload(&self, tls: &TlsConfig) -> Result<(), String> {
+        let (files, watched) = load_all(&self.provider, &tls.certs)?;
+        self.store.set_files(files);
+        if let Ok(mut w) = self.watched.lock() {
+            *w = watched;
+        }
+        Ok(())
+    }
+
+    /// Reloads each certificate whose cert or key file changed since it was loaded. A
+    /// broken new file is refused (logged once per change) and the old certificate stays.
+    pub fn check_files(&self) {
+        let Ok(mut watched) = self.watched.lock() else {
+            return;
+        };
+        // Parallel to `watched`: both are built by load_all.
+        let mut files = self.store.files();
+        let mut changed = false;
+        for (i, w) in watched.iter_mut().enumerate() {
+            if !w.stamps.iter().any(|s| s.changed()) {
+                continue;
+            }
+            w.stamps = [Stamp::of(&w.config.cert), Stamp::of(&w.config.key)];
+            match load_one(&self.provider, &w.config) {
+                Ok(l) => {
+                    if let Some(slot) = files.get_mut(i) {
+                        tracing::info!("tls: {} changed: reloaded", w.config.cert.display());
+                        *slot = l;
+                        changed = true;
+                    }
+                }
+                Err(e) => tracing::error!("tls: new certificate refused, the old one stays: {e}"),
+            }
+        }
+        if changed {
+            self.store.set_files(files);
+        }
+    }
+
+    /// Checks the certificate files every `watch_interval`, on the current runtime.
+    pub fn spawn_watch(self: &Arc<Self>) {
+        let this = Arc::downgrade(self);
+        let every = self.watch_interval;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(tls) = this.upgrade() else { return };
+                // Reading a few small files: quick, but off the event loop all the same.
+                let _ = tokio::task::spawn_blocking(move || tls.check_files()).await;
+            }
+        });
+    }
+}
+
+fn load_one(provider: &CryptoProvider, c: &CertConfig) -> Result<Loaded, String> {
+    certs::load_files(provider, &c.cert, &c.key, &c.names)
+}
+
+fn load_all(
+    provider: &CryptoProvider,
+    certs: &[CertConfig],
+) -> Result<(Vec<Loaded>, Vec<Watched>), String> {
+    let mut files = Vec::new();
+    let mut watched = Vec::new();
+    for (i, c) in certs.iter().enumerate() {
+        let stamps = [Stamp::of(&c.cert), Stamp::of(&c.key)];
+        let l = load_one(provider, c).map_err(|e| format!("tls.certs.{i}: {e}"))?;
+        if l.names.is_empty() && i > 0 {
+            tracing::warn!(
+                "tls.certs.{i}: {} names no DNS name; it is never chosen by SNI",
+                c.cert.display()
+            );
+        }
+        files.push(l);
+        watched.push(Watched {
+            config: c.clone(),
+            stamps,
+        });
+    }
+    Ok((files, watched))
+}
