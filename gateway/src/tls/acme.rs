@@ -392,7 +392,9 @@ pub(crate) fn renew_at(l: &Loaded, renew_before: Option<Duration>) -> SystemTime
             third
         }
     });
-    l.not_after.checked_sub(before).unwrap_or(l.not_before)
+    l.not_after
+        .checked_sub(before)
+        .map_or(l.not_before, |t| t.max(l.not_before))
 }
 
 /// `min · 2^(failures-1)`, capped at `max`, then scaled by a random 50–100% so that many
