@@ -353,13 +353,18 @@ impl Acme {
         let cert = params
             .self_signed(&key)
             .map_err(|e| format!("tls-alpn-01 certificate: {e}"))?;
-        let l = certs::load_pem(
-            &self.provider,
-            cert.pem().as_bytes(),
-            key.serialize_pem().as_bytes(),
-            &[],
-        )?;
-        Ok(l.key)
+        // Not CertifiedKey::from_der: its key check parses the certificate with webpki,
+        // which refuses the critical extension this certificate exists to carry.
+        let der = rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der());
+        let signer = self
+            .provider
+            .key_provider
+            .load_private_key(der.into())
+            .map_err(|e| format!("tls-alpn-01 key: {e}"))?;
+        Ok(Arc::new(rustls::sign::CertifiedKey::new(
+            vec![cert.der().clone()],
+            signer,
+        )))
     }
 }
 
