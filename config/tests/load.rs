@@ -169,3 +169,47 @@ fn proxy_routes_are_checked_key_by_key() {
         .to_string();
     assert!(e.contains("policy"), "{e}");
 }
+
+#[test]
+fn tls_and_acme_are_checked_key_by_key() {
+    let c = load(
+        "[tls]\nlisten = \"127.0.0.1:8443\"\nhsts = \"max-age=600\"\n[[tls.certs]]\ncert = \"a.pem\"\nkey = \"a.key\"\nnames = [\"A.example.com\", \"*.example.com\"]\n",
+    )
+    .unwrap();
+    let t = c.tls.as_ref().unwrap();
+    assert_eq!(t.certs[0].names, ["a.example.com", "*.example.com"]);
+    assert!(t.http2 && !t.redirect_http);
+
+    let e = load("[tls]\nhsts = \"includeSubDomains\"\n[[tls.certs]]\ncert = \"a\"\nkey = \"b\"\nnames = [\"bad name\"]\n")
+        .unwrap_err()
+        .to_string();
+    for key in ["tls.hsts", "tls.certs.0.names.0"] {
+        assert!(e.contains(key), "{key} missing from: {e}");
+    }
+    let e = load("[tls]\n").unwrap_err().to_string();
+    assert!(e.contains("tls.certs"), "{e}");
+
+    let e = load(
+        "[acme]\ndirectory = \"ftp://ca\"\neab_kid = \"k\"\nretry_min = \"1h\"\nretry_max = \"1m\"\n[[acme.certificates]]\ndomains = [\"*.example.com\"]\n[[acme.certificates]]\ndomains = []\n",
+    )
+    .unwrap_err()
+    .to_string();
+    for key in [
+        "acme:",
+        "acme.directory",
+        "acme.eab_kid",
+        "acme.retry_min",
+        "acme.certificates.0.domains.0",
+        "acme.certificates.1.domains",
+    ] {
+        assert!(e.contains(key), "{key} missing from: {e}");
+    }
+    // [tls] with only ACME certificates is enough.
+    let c = load(
+        "[tls]\n[acme]\nchallenge = \"tls-alpn-01\"\n[[acme.certificates]]\ndomains = [\"Example.com\", \"www.example.com\"]\n",
+    )
+    .unwrap();
+    let a = c.acme.unwrap();
+    assert_eq!(a.challenge, gatehouse_config::Challenge::TlsAlpn01);
+    assert_eq!(a.certificates[0].domains[0], "example.com");
+}

@@ -354,3 +354,63 @@ fn a_missing_certificate_stops_the_start_with_its_key() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn sighup_reloads_certificates_and_refuses_a_broken_one() {
+    let p = Setup::new();
+    let https_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let toml = format!(
+        "root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n{DRAIN}[tls]\nlisten = \"127.0.0.1:{https_port}\"\nwatch_interval = \"1h\"\n{}",
+        fixtures().join("site").display().to_string(),
+        p.cert("l", &["localhost"], "ONE")
+    );
+    let conf = p.dir.path().join("g.toml");
+    std::fs::write(&conf, toml).unwrap();
+    let log = p.dir.path().join("g.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("--config")
+        .arg(&conf)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], https_port));
+    let cfg = client_config(&p.ca.pem, &[b"http/1.1"], None);
+    let mut first = None;
+    for _ in 0..100 {
+        if let Ok(c) = connect(addr, "localhost", &cfg).await {
+            first = Some(peer_cn(&c));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(first.as_deref(), Some("ONE"));
+
+    write_leaf(p.dir.path(), "l", &p.ca.leaf(&["localhost"], "TWO"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    let mut cn = String::new();
+    for _ in 0..50 {
+        cn = cn_now(addr, &p.ca.pem).await;
+        if cn == "TWO" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cn, "TWO");
+
+    std::fs::write(p.dir.path().join("l.key"), "garbage").unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(cn_now(addr, &p.ca.pem).await, "TWO");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    assert!(
+        text.contains("reload refused") && text.contains("tls.certs.0") && text.contains("l.key"),
+        "{text}"
+    );
+}
