@@ -15,7 +15,7 @@ OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-64}
 WARMUP=${WARMUP:-2s}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 # Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
 RUNTIME=${RUNTIME:-}
@@ -29,6 +29,8 @@ BASE_TOML_SET=0
 [ -n "${BASE_TOML+x}" ] && [ "$BASE_TOML" != "$GATEHOUSE_TOML" ] && BASE_TOML_SET=1
 
 PORT_GH=18181 ADMIN_GH=18191 PORT_NGINX=18182 PORT_CADDY=18183 PORT_BACKEND=18184
+# TLS scenarios: each server also listens with TLS, on these, with one self-signed certificate.
+TLS_GH=18281 TLS_NGINX=18282 TLS_CADDY=18283
 # proxy-1k: every proxy under test forwards to one nginx serving the files (its CPU is not
 # counted), over keep-alive connections.
 PROXY_TOML="[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:$PORT_BACKEND\"]"
@@ -61,6 +63,19 @@ head -c 1024 /dev/urandom > "$WWW/1k.bin"
 head -c $((1024 * 1024)) /dev/urandom > "$WWW/1m.bin"
 cp "$ROOT/bench/app.js" "$WWW/app.js"
 chmod -R a+rX "$WWW"
+# One certificate for every server in the TLS scenarios: ECDSA P-256, as most sites use.
+CERT="$WORK/cert.pem" KEY="$WORK/key.pem"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+  -keyout "$KEY" -out "$CERT" 2> /dev/null
+chmod a+r "$CERT" "$KEY"
+GH_TLS_TOML="\n[tls]\nlisten = \"127.0.0.1:$TLS_GH\"\n[[tls.certs]]\ncert = \"$CERT\"\nkey = \"$KEY\""
+# nginx 1.22 (Debian 12) knows `listen ... ssl http2`; later versions warn and accept it.
+NGINX_TLS="listen 127.0.0.1:$TLS_NGINX ssl http2;
+    ssl_certificate $CERT;
+    ssl_certificate_key $KEY;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m;"
 
 scenario_path() {
   case "$1" in
@@ -68,6 +83,8 @@ scenario_path() {
     static-1m) echo /1m.bin ;;
     text-gzip) echo /app.js ;;
     proxy-1k) echo /1k.bin ;;
+    https-1k | h2-1k) echo /1k.bin ;;
+    https-1m) echo /1m.bin ;;
     *) return 1 ;;
   esac
 }
@@ -78,6 +95,22 @@ scenario_header() {
     text-gzip) echo "Accept-Encoding: gzip" ;;
     *) echo "" ;;
   esac
+}
+
+is_tls() { case "$1" in https-* | h2-*) return 0 ;; *) return 1 ;; esac; }
+is_h2() { case "$1" in h2-*) return 0 ;; *) return 1 ;; esac; }
+
+# What a server lacks for a scenario, if anything (the scenario then skips it, saying so).
+lacks() { # scenario server
+  if [ "$2" = nginx ] && is_tls "$1"; then
+    local v
+    v=$("$NGINX" -V 2>&1)
+    case "$v" in *http_ssl_module*) ;; *) echo "nginx built without ssl"; return ;; esac
+    if is_h2 "$1"; then
+      case "$v" in *http_v2_module*) ;; *) echo "nginx built without http2"; return ;; esac
+    fi
+  fi
+  echo ""
 }
 
 # --- starting and stopping servers -------------------------------------------------------
@@ -171,10 +204,13 @@ http {
 EOF
 }
 
-start_nginx() { # [proxy]
+start_nginx() { # [static|proxy|tls]
   local site="root $WWW;"
   if [ "${1:-static}" = proxy ]; then
     site="location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+  elif [ "${1:-}" = tls ]; then
+    site="root $WWW;
+    $NGINX_TLS"
   fi
   write_nginx_conf nginx "$PORT_NGINX" "$site"
   "$NGINX" -c "$WORK/nginx.conf" -e "$WORK/nginx/error.log" 2>> "$WORK/nginx.log" &
@@ -200,6 +236,14 @@ http://127.0.0.1:$PORT_CADDY {
   $site
 }
 EOF
+  if [ "${1:-}" = tls ]; then
+    cat >> "$conf" <<EOF
+https://127.0.0.1:$TLS_CADDY {
+  tls $CERT $KEY
+  $site
+}
+EOF
+  fi
   XDG_DATA_HOME="$WORK/caddy" XDG_CONFIG_HOME="$WORK/caddy" HOME="$WORK/caddy" \
     "$CADDY" run --config "$conf" --adapter caddyfile >> "$WORK/caddy.log" 2>&1 &
   SERVER_PIDS=($!)
@@ -244,10 +288,18 @@ peak_rss_kib() { # sum of each process's peak RSS
 
 # Checks one response before the load: the body must be the file (for text-gzip: valid gzip,
 # sent as such, that decodes to the file). Prints the body length every response must have.
-check_body() { # port path expected-file header
-  local got="$WORK/check.body" hdrs="$WORK/check.headers"
+check_body() { # port path expected-file header [tls|h2]
+  local got="$WORK/check.body" hdrs="$WORK/check.headers" base="http://127.0.0.1:$1" copts=()
+  case "${5:-}" in
+    tls) base="https://127.0.0.1:$1" copts=(--cacert "$CERT" --http1.1) ;;
+    h2) base="https://127.0.0.1:$1" copts=(--cacert "$CERT" --http2 -D "$hdrs") ;;
+  esac
   if [ -z "$4" ]; then
-    curl -s -o "$got" "http://127.0.0.1:$1$2" || return 1
+    curl -s "${copts[@]}" -o "$got" "$base$2" || return 1
+    if [ "${5:-}" = h2 ] && ! head -n1 "$hdrs" | grep -q '^HTTP/2'; then
+      say "  not served over HTTP/2"
+      return 1
+    fi
     cmp -s "$got" "$3" || { say "  the body is not the file"; return 1; }
   else
     curl -s -D "$hdrs" -H "$4" -o "$got" "http://127.0.0.1:$1$2" || return 1
@@ -261,23 +313,33 @@ check_body() { # port path expected-file header
 }
 
 measure() { # scenario server port
-  local scenario=$1 server=$2 port=$3 path expected url header size
+  local scenario=$1 server=$2 port=$3 path expected url header size kind="" conns=$CONNECTIONS
   path=$(scenario_path "$scenario")
   header=$(scenario_header "$scenario")
   expected="$WWW${path}"
   url="http://127.0.0.1:$port$path"
-  if ! size=$(check_body "$port" "$path" "$expected" "$header"); then
+  local hargs=()
+  if is_tls "$scenario"; then
+    url="https://127.0.0.1:$port$path" kind=tls
+    hargs+=(--insecure)
+  fi
+  if is_h2 "$scenario"; then
+    # As many requests in flight as the HTTP/1.1 scenarios: a quarter of the
+    # connections, four streams on each.
+    kind=h2 conns=$(( (CONNECTIONS + 3) / 4 ))
+    hargs+=(--http2 -p 4)
+  fi
+  if ! size=$(check_body "$port" "$path" "$expected" "$header" "$kind"); then
     say "  $server: $path failed its check; not measured"
     echo "$scenario $server" >> "$WORK/unmeasured"
     return 0
   fi
-  local hargs=()
-  [ -n "$header" ] && hargs=(-H "$header")
-  "$OHA" -z "$WARMUP" -c "$CONNECTIONS" --no-tui --disable-compression -w "${hargs[@]}" "$url" > /dev/null 2>&1 || true
+  [ -n "$header" ] && hargs+=(-H "$header")
+  "$OHA" -z "$WARMUP" -c "$conns" --no-tui --disable-compression -w "${hargs[@]}" "$url" > /dev/null 2>&1 || true
   local hz t0 t1
   hz=$(getconf CLK_TCK)
   t0=$(cpu_ticks)
-  "$OHA" -z "$DURATION" -c "$CONNECTIONS" --no-tui --disable-compression -w "${hargs[@]}" \
+  "$OHA" -z "$DURATION" -c "$conns" --no-tui --disable-compression -w "${hargs[@]}" \
     --output-format json "$url" > "$WORK/oha.json" 2> "$WORK/oha.err" || true
   t1=$(cpu_ticks)
   local rss
@@ -322,22 +384,33 @@ PY
 
 run_server() { # scenario server
   local scenario=$1 server=$2 mode=static gh_toml=$GATEHOUSE_TOML base_toml=$BASE_TOML
+  local p_gh=$PORT_GH p_nginx=$PORT_NGINX p_caddy=$PORT_CADDY missing
   if [ "$scenario" = proxy-1k ]; then
     mode=proxy gh_toml=$PROXY_TOML base_toml=$PROXY_TOML
+  fi
+  if is_tls "$scenario"; then
+    mode=tls gh_toml="$gh_toml$GH_TLS_TOML" base_toml="$base_toml$GH_TLS_TOML"
+    p_gh=$TLS_GH p_nginx=$TLS_NGINX p_caddy=$TLS_CADDY
+  fi
+  missing=$(lacks "$scenario" "$server")
+  if [ -n "$missing" ]; then
+    say "  $server skipped: $missing"
+    echo "$scenario $server" >> "$WORK/unmeasured"
+    return 0
   fi
   case "$server" in
     gatehouse)
       start_gatehouse "$GATEHOUSE" "$RUNTIME" "$gh_toml" || { say "  gatehouse did not start"; stop_server; return 0; }
-      measure "$scenario" gatehouse "$PORT_GH" ;;
+      measure "$scenario" gatehouse "$p_gh" ;;
     gatehouse-base)
       start_gatehouse "$GATEHOUSE_BASE" "$BASE_RUNTIME" "$base_toml" || { say "  gatehouse-base did not start"; echo "$scenario gatehouse-base" >> "$WORK/unmeasured"; stop_server; return 0; }
-      measure "$scenario" gatehouse-base "$PORT_GH" ;;
+      measure "$scenario" gatehouse-base "$p_gh" ;;
     nginx)
       start_nginx "$mode" || { say "  nginx did not start"; stop_server; return 0; }
-      measure "$scenario" nginx "$PORT_NGINX" ;;
+      measure "$scenario" nginx "$p_nginx" ;;
     caddy)
       start_caddy "$mode" || { say "  caddy did not start"; stop_server; return 0; }
-      measure "$scenario" caddy "$PORT_CADDY" ;;
+      measure "$scenario" caddy "$p_caddy" ;;
   esac
   stop_server
 }
@@ -377,7 +450,9 @@ json.dump([{k: r.get(k) for k in keys} for r in rows], open(os.path.join(out, "b
 nginx = {r["scenario"]: r for r in rows if r["server"] == "nginx"}
 lines = [
     f"Load: oha, HTTP/1.1 keep-alive, {conns} connections, {duration} per scenario after a warm-up; "
-    f"{os.cpu_count()} CPUs, load generator on the same machine.",
+    f"{os.cpu_count()} CPUs, load generator on the same machine. https-* and h2-* use TLS "
+    f"(one self-signed ECDSA P-256 certificate for all); h2-* uses HTTP/2 with a quarter of the "
+    f"connections and 4 streams on each.",
     "",
     "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | vs nginx | peak RSS MiB | requests | errors |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -396,7 +471,7 @@ skipped = [l.split() for l in open(unmeasured) if l.strip()]
 if skipped:
     lines.append("")
     lines.append("Not measured, because the response failed its check (not the file, or for "
-                 "text-gzip not valid gzip of it), or the server did not start with it: " + ", ".join(f"{s} on {sc}" for sc, s in skipped) + ".")
+                 "text-gzip not valid gzip of it), the server lacks the feature, or it did not start: " + ", ".join(f"{s} on {sc}" for sc, s in skipped) + ".")
 open(os.path.join(out, "bench-results.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
