@@ -3,6 +3,7 @@
 //! [`start`] binds every listener before it returns, so that a bind failure is reported
 //! at once, then serves on background threads; [`Handle::shutdown`] drains.
 
+mod coalesce;
 mod conn;
 pub(crate) mod front;
 pub mod listener;
@@ -16,7 +17,7 @@ use front::Front;
 use gatehouse_config::{Config, RuntimeMode};
 use gatehouse_layers::acme::ChallengeTokens;
 use hyper::server::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioTimer;
 use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -57,11 +58,34 @@ impl Shared {
 /// Per-connection settings, built once.
 struct ConnSettings {
     builder: http1::Builder,
-    h2: http2::Builder<TokioExecutor>,
+    h2: http2::Builder<InlineFirst>,
     /// HTTP/1.1 or HTTP/2 by prior knowledge, on plain listeners with `h2c`.
-    auto: hyper_util::server::conn::auto::Builder<TokioExecutor>,
+    auto: hyper_util::server::conn::auto::Builder<InlineFirst>,
     keep_alive: Duration,
     header_read: Duration,
+}
+
+/// hyper's HTTP/2 server hands each stream to an executor. This one polls the stream once
+/// where it stands, inside the connection's task, and spawns it only if it isn't done. A
+/// response from memory (a cached file, a redirect) is then complete before the connection
+/// flushes, so the answers to the requests that came in one read leave in one write, not
+/// one write each: measured on h2-1k, a third of the writes.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct InlineFirst;
+
+impl<F> hyper::rt::Executor<F> for InlineFirst
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, fut: F) {
+        let mut fut = Box::pin(fut);
+        // A future polled with a no-op waker that returns Pending has registered nothing
+        // that will wake it; the spawned task polls it again at once, with a real waker.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if fut.as_mut().poll(&mut cx).is_pending() {
+            tokio::spawn(fut);
+        }
+    }
 }
 
 /// What kind of listener a socket came from.
@@ -251,11 +275,11 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
     if config.limits.max_headers != 100 {
         builder.max_headers(config.limits.max_headers);
     }
-    let mut h2 = http2::Builder::new(TokioExecutor::new());
+    let mut h2 = http2::Builder::new(InlineFirst);
     h2.timer(TokioTimer::new())
         .max_header_list_size(config.limits.max_header_bytes as u32)
         .max_concurrent_streams(256);
-    let mut auto = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut auto = hyper_util::server::conn::auto::Builder::new(InlineFirst);
     auto.http1()
         .keep_alive(true)
         .writev(true)
@@ -549,11 +573,13 @@ async fn serve_tls(
         },
         front: kind.front.clone(),
     };
-    let io = conn::TrackedIo::new(stream, state.clone(), None);
     if h2 {
+        let io = coalesce::Coalesced::new(stream, state.clone());
+        let io = conn::TrackedIo::new(io, state.clone(), None);
         let conn = settings.h2.serve_connection(io, svc);
         drive(conn, |c| c.graceful_shutdown(), state, settings, shutdown).await
     } else {
+        let io = conn::TrackedIo::new(stream, state.clone(), None);
         let conn = settings.builder.serve_connection(io, svc).with_upgrades();
         drive(conn, |c| c.graceful_shutdown(), state, settings, shutdown).await
     }
@@ -572,6 +598,7 @@ async fn drive<C, E>(
     E: std::fmt::Display,
 {
     tokio::pin!(conn);
+    let epoch = state.clone();
     let mut dog = conn::Watchdog::new(state, settings.keep_alive, settings.header_read);
     let sleep = tokio::time::sleep(dog.tick());
     tokio::pin!(sleep);
@@ -582,7 +609,10 @@ async fn drive<C, E>(
     loop {
         tokio::select! {
             biased;
-            res = conn.as_mut() => {
+            res = std::future::poll_fn(|cx| {
+                epoch.epoch.fetch_add(1, Ordering::Relaxed);
+                conn.as_mut().poll(cx)
+            }) => {
                 if let Err(e) = res {
                     tracing::debug!("connection: {e}");
                 }
