@@ -159,11 +159,26 @@ pub(crate) fn truncated() -> io::Error {
 
 /// `preadv2(RWF_NOWAIT)`: the bytes if they are all in memory, `None` if reading would
 /// block on the disk (or the kernel lacks the flag).
+/// A buffer for `want` bytes read from a file, and where in it they start: mid-page.
+///
+/// rustls copies each record's plaintext into a buffer 5 bytes past where its allocation
+/// starts, often a page boundary. A source a few bytes before the destination, modulo
+/// 4 KiB, makes each load wait on the store just before it (4K aliasing): rws measured
+/// that copy 14 times slower from a page-aligned file buffer. Starting the bytes 2 KiB
+/// into a page keeps them far from any such destination.
+fn mid_page(want: usize) -> (Vec<u8>, usize) {
+    let buf: Vec<u8> = Vec::with_capacity(want + 4096);
+    let addr = buf.as_ptr() as usize;
+    let start = (2048 + 4096 - addr % 4096) % 4096;
+    (buf, start)
+}
+
 fn read_nowait(file: &File, offset: u64, want: usize) -> io::Result<Option<Bytes>> {
     use std::os::fd::AsRawFd;
-    let mut buf: Vec<u8> = Vec::with_capacity(want);
+    let (mut buf, start) = mid_page(want);
     let iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
+        // SAFETY: start + want is within the capacity.
+        iov_base: unsafe { buf.as_mut_ptr().add(start) }.cast(),
         iov_len: want,
     };
     // SAFETY: the iovec points at `want` bytes of spare capacity owned by `buf`, which
@@ -190,20 +205,25 @@ fn read_nowait(file: &File, offset: u64, want: usize) -> io::Result<Option<Bytes
     if n == 0 {
         return Err(truncated());
     }
-    // SAFETY: the kernel initialised the first `n` bytes.
-    unsafe { buf.set_len(n as usize) };
-    Ok(Some(Bytes::from(buf)))
+    // SAFETY: the first `start` bytes are zeroed here, and the kernel initialised the
+    // `n` after them.
+    unsafe {
+        std::ptr::write_bytes(buf.as_mut_ptr(), 0, start);
+        buf.set_len(start + n as usize);
+    }
+    Ok(Some(Bytes::from(buf).slice(start..)))
 }
 
 fn read_at(file: &File, offset: u64, want: usize) -> io::Result<Bytes> {
     use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; want];
-    let n = file.read_at(&mut buf, offset)?;
+    let (mut buf, start) = mid_page(want);
+    buf.resize(start + want, 0);
+    let n = file.read_at(&mut buf[start..], offset)?;
     if n == 0 {
         return Err(truncated());
     }
-    buf.truncate(n);
-    Ok(Bytes::from(buf))
+    buf.truncate(start + n);
+    Ok(Bytes::from(buf).slice(start..))
 }
 
 #[cfg(test)]
@@ -217,6 +237,19 @@ mod tests {
         f.write_all(data).unwrap();
         let opened = Arc::new(File::open(f.path()).unwrap());
         (f, opened)
+    }
+
+    #[test]
+    fn file_chunks_start_mid_page_and_hold_the_file_bytes() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let (_f, file) = file_with(&data);
+        for chunk in [
+            read_at(&file, 1000, 256 * 1024).unwrap(),
+            read_nowait(&file, 1000, 256 * 1024).unwrap().unwrap(),
+        ] {
+            assert_eq!(chunk.as_ptr() as usize % 4096, 2048);
+            assert_eq!(&chunk[..], &data[1000..1000 + 256 * 1024]);
+        }
     }
 
     // Without a connection to sendfile on, extents are read in chunks.
