@@ -11,6 +11,9 @@ need_apt=()
 command -v nginx > /dev/null || need_apt+=(nginx)
 command -v caddy > /dev/null || need_apt+=(caddy)
 command -v curl > /dev/null || need_apt+=(curl)
+command -v openssl > /dev/null || need_apt+=(openssl)
+# The ACME tests run against a real CA: Pebble and its DNS test server, from Debian.
+command -v pebble > /dev/null && command -v pebble-challtestsrv > /dev/null || need_apt+=(pebble)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   as_root apt-get update -qq
