@@ -223,7 +223,7 @@ impl Future for ConnFuture {
         }
         let (mut parts, mut body) = res.into_parts();
         if let Some(h) = this.hsts.take() {
-            // RFC 6797 §7.1: only over a secure transport, which is why it is per listener.
+            // RFC 6797 §7.2: only over a secure transport, which is why it is per listener.
             parts
                 .headers
                 .insert(http::header::STRICT_TRANSPORT_SECURITY, h);
