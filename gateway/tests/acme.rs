@@ -225,12 +225,16 @@ async fn http01_certificate_is_served_then_reused_after_a_restart() {
     let (http_port, tls_port) = (free_port(), free_port());
     let mut pebble = Pebble::start(dir.path(), http_port, tls_port);
     let state = dir.path().join("state");
-    let toml = acme_toml(
-        &pebble,
-        &state,
-        "http-01",
-        "",
-        &[&["www.gatehouse.test", "gatehouse.test"]],
+    // Every plain request is redirected to https, except the CA's challenge requests.
+    let toml = format!(
+        "redirect_http = true\n{}",
+        acme_toml(
+            &pebble,
+            &state,
+            "http-01",
+            "",
+            &[&["www.gatehouse.test", "gatehouse.test"]],
+        )
     );
     let mut g = Gatehouse::start(dir.path(), &toml, http_port, tls_port, "first");
     let root = pebble.root().await;
@@ -248,6 +252,11 @@ async fn http01_certificate_is_served_then_reused_after_a_restart() {
         .unwrap();
     assert_eq!(r.status, 200);
     g.wait_log("certificate obtained", Duration::from_secs(5));
+    let r = common::send(
+        SocketAddr::from(([127, 0, 0, 1], http_port)),
+        "GET /index.html HTTP/1.1\r\nHost: gatehouse.test\r\n\r\n",
+    );
+    assert_eq!(r.status, 308);
 
     let certs = state.join("certs").join("www.gatehouse.test");
     assert_eq!(mode(&certs.join("key.pem")), 0o600);
