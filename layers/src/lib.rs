@@ -6,12 +6,16 @@
 //!   needs (metadata, formatted validators, small bodies), like nginx's `open_file_cache`.
 //! - [`precompress`]: compresses each version of a response once (br, zstd, gzip) and
 //!   serves it from memory; sends precompressed files from disk when present.
+//! - [`access_log`]: nginx-compatible and JSON access logs, batched on a writer thread,
+//!   with no line lost.
 //! - [`acme`]: answers ACME HTTP-01 challenges (RFC 8555 §8.3) before anything else sees
 //!   the request.
 //! - [`path`]: the one path normalisation every layer and the router share.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+#[cfg(feature = "access-log")]
+pub mod access_log;
 #[cfg(feature = "acme")]
 pub mod acme;
 #[cfg(feature = "open-file-cache")]

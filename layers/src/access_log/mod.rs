@@ -1,0 +1,62 @@
+//! Access logs: nginx-compatible lines (`combined`, `common`), JSON, or a template, written
+//! without the request ever waiting on the disk, and without losing a line.
+//!
+//! A line is written when the response body has been sent, with the real byte count; a
+//! response cut off mid-body is logged and marked (`aborted` at the end of a combined or
+//! common line, `"aborted":true` in JSON). Lines go to a [`LogWriter`], which batches them on
+//! a thread of its own; see [`writer`] for how nothing is lost. `Authorization`, cookies
+//! and every other header but `Host`, `Referer`, `User-Agent` and `X-Request-Id` are never
+//! read, so no format can put a credential in a line.
+//!
+//! ```no_run
+//! use axum::{routing::get, Router};
+//! use gatehouse_layers::access_log::{AccessLog, AccessLogLayer, Destination, Format, LogWriter};
+//!
+//! let writer = LogWriter::open(Destination::File("access.log".into()), None, 8 << 20).unwrap();
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(AccessLogLayer::new(AccessLog::new(writer.clone(), Format::Combined)));
+//! // At shutdown, after the server has drained:
+//! writer.close();
+//! ```
+//!
+//! The client's address comes from a [`ClientAddr`] request extension when there is one.
+
+mod body;
+pub mod format;
+mod layer;
+mod service;
+pub mod writer;
+
+pub use body::LogBody;
+pub use format::{ClientAddr, Field, Format, Record, UpstreamInfo};
+pub use layer::AccessLogLayer;
+pub use service::{AccessLogService, ResponseFuture};
+pub use writer::{Destination, LogWriter, Rotation};
+
+use std::sync::Arc;
+
+/// A destination and a format: what a route (or an app) logs with. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AccessLog {
+    writer: LogWriter,
+    format: Arc<Format>,
+}
+
+impl AccessLog {
+    pub fn new(writer: LogWriter, format: Format) -> Self {
+        AccessLog {
+            writer,
+            format: Arc::new(format),
+        }
+    }
+
+    pub fn writer(&self) -> &LogWriter {
+        &self.writer
+    }
+
+    /// Writes `r`'s line. False if it was dropped (the writer is too far behind).
+    pub fn log(&self, r: &Record) -> bool {
+        self.writer.append(|out| self.format.write(r, out))
+    }
+}

@@ -1,0 +1,300 @@
+//! Where lines go: a file or stdout, written by a thread of its own.
+//!
+//! A request appends its line to one of a few buffers (chosen by thread, so two workers
+//! rarely meet on a lock) and never waits on the disk. The writer thread swaps the buffers
+//! out every 50 ms, or at once when one passes 64 KiB, and writes them with one call each.
+//! If it falls behind and the buffers hold `max_pending` bytes, further lines are dropped
+//! and counted ([`LogWriter::dropped`]), and the count is logged; nothing is dropped
+//! silently. [`LogWriter::close`] writes everything held and stops the thread: the server
+//! calls it after draining, so every completed request is in the file.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+const SHARDS: usize = 8;
+const WAKE_AT: usize = 64 * 1024;
+const INTERVAL: Duration = Duration::from_millis(50);
+
+/// Where a log goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Destination {
+    Stdout,
+    File(PathBuf),
+}
+
+/// Size-based rotation: past `max_bytes`, `file` becomes `file.1`, `file.1` becomes
+/// `file.2`, and so on up to `keep` old files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rotation {
+    pub max_bytes: u64,
+    pub keep: usize,
+}
+
+struct Shared {
+    shards: Vec<Mutex<Vec<u8>>>,
+    pending: AtomicUsize,
+    max_pending: usize,
+    dropped: AtomicU64,
+    lines: AtomicU64,
+    wake: Mutex<bool>,
+    cv: Condvar,
+    reopen: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// A log destination and its writer thread. Cheap to clone; clones share.
+#[derive(Clone)]
+pub struct LogWriter {
+    shared: Arc<Shared>,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+    dest: Destination,
+}
+
+impl std::fmt::Debug for LogWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogWriter")
+            .field("dest", &self.dest)
+            .finish()
+    }
+}
+
+thread_local! {
+    static SHARD: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS
+    };
+}
+
+enum Sink {
+    Stdout(io::Stdout),
+    File {
+        file: File,
+        path: PathBuf,
+        size: u64,
+    },
+}
+
+impl Sink {
+    fn open(dest: &Destination) -> io::Result<Sink> {
+        match dest {
+            Destination::Stdout => Ok(Sink::Stdout(io::stdout())),
+            Destination::File(path) => {
+                let file = OpenOptions::new().create(true).append(true).open(path)?;
+                let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+                Ok(Sink::File {
+                    file,
+                    path: path.clone(),
+                    size,
+                })
+            }
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Stdout(s) => {
+                let mut s = s.lock();
+                s.write_all(buf)?;
+                s.flush()
+            }
+            Sink::File { file, size, .. } => {
+                file.write_all(buf)?;
+                *size += buf.len() as u64;
+                Ok(())
+            }
+        }
+    }
+
+    fn rotate_if_due(&mut self, rotation: Option<Rotation>) -> io::Result<()> {
+        let (Some(r), Sink::File { path, size, .. }) = (rotation, &*self) else {
+            return Ok(());
+        };
+        if *size < r.max_bytes {
+            return Ok(());
+        }
+        let path = path.clone();
+        let numbered = |n: usize| {
+            let mut p = path.clone().into_os_string();
+            p.push(format!(".{n}"));
+            PathBuf::from(p)
+        };
+        if r.keep == 0 {
+            std::fs::remove_file(&path)?;
+        } else {
+            let _ = std::fs::remove_file(numbered(r.keep));
+            for n in (1..r.keep).rev() {
+                let _ = std::fs::rename(numbered(n), numbered(n + 1));
+            }
+            std::fs::rename(&path, numbered(1))?;
+        }
+        *self = Sink::open(&Destination::File(path))?;
+        Ok(())
+    }
+}
+
+impl LogWriter {
+    /// Opens `dest` (creating a file if need be) and starts its writer thread. At most
+    /// `max_pending` bytes of lines are held for it before lines are dropped.
+    pub fn open(
+        dest: Destination,
+        rotation: Option<Rotation>,
+        max_pending: usize,
+    ) -> io::Result<LogWriter> {
+        let mut sink = Sink::open(&dest)?;
+        let shared = Arc::new(Shared {
+            shards: (0..SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
+            pending: AtomicUsize::new(0),
+            max_pending,
+            dropped: AtomicU64::new(0),
+            lines: AtomicU64::new(0),
+            wake: Mutex::new(false),
+            cv: Condvar::new(),
+            reopen: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let d = dest.clone();
+        let thread = std::thread::Builder::new()
+            .name("gatehouse-log".into())
+            .spawn(move || run(&s, &d, &mut sink, rotation))?;
+        Ok(LogWriter {
+            shared,
+            thread: Arc::new(Mutex::new(Some(thread))),
+            dest,
+        })
+    }
+
+    pub fn destination(&self) -> &Destination {
+        &self.dest
+    }
+
+    /// Appends one line, formatted by `fill` straight into the shared buffer. Returns
+    /// false if the line was dropped because the writer is too far behind.
+    pub fn append(&self, fill: impl FnOnce(&mut Vec<u8>)) -> bool {
+        let sh = &self.shared;
+        if sh.pending.load(Ordering::Relaxed) >= sh.max_pending || sh.stop.load(Ordering::Relaxed) {
+            sh.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let i = SHARD.with(|s| *s);
+        let len = {
+            let Ok(mut buf) = sh.shards[i].lock() else {
+                sh.dropped.fetch_add(1, Ordering::Relaxed);
+                return false;
+            };
+            let before = buf.len();
+            fill(&mut buf);
+            let added = buf.len() - before;
+            sh.pending.fetch_add(added, Ordering::Relaxed);
+            buf.len()
+        };
+        sh.lines.fetch_add(1, Ordering::Relaxed);
+        if len >= WAKE_AT {
+            self.wake();
+        }
+        true
+    }
+
+    fn wake(&self) {
+        if let Ok(mut w) = self.shared.wake.lock() {
+            *w = true;
+            self.shared.cv.notify_one();
+        }
+    }
+
+    /// Lines dropped because the writer fell behind (it should stay at zero).
+    pub fn dropped(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Lines accepted so far.
+    pub fn lines(&self) -> u64 {
+        self.shared.lines.load(Ordering::Relaxed)
+    }
+
+    /// Reopens the file (after logrotate moved it), at the writer's next turn.
+    pub fn reopen(&self) {
+        self.shared.reopen.store(true, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Writes every line held and stops the writer thread. Lines appended afterwards are
+    /// dropped and counted.
+    pub fn close(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.wake();
+        let t = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = t {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotation>) {
+    let mut spare: Vec<u8> = Vec::new();
+    let mut reported = 0;
+    loop {
+        if let Ok(w) = sh.wake.lock() {
+            if let Ok((mut w, _)) = sh.cv.wait_timeout_while(w, INTERVAL, |w| !*w) {
+                *w = false;
+            }
+        }
+        let stopping = sh.stop.load(Ordering::SeqCst);
+        if sh.reopen.swap(false, Ordering::SeqCst) {
+            match Sink::open(dest) {
+                Ok(s) => *sink = s,
+                Err(e) => tracing::error!("access log: reopening {dest:?}: {e}"),
+            }
+        }
+        for shard in &sh.shards {
+            let taken = match shard.lock() {
+                Ok(mut buf) if !buf.is_empty() => {
+                    std::mem::replace(&mut *buf, std::mem::take(&mut spare))
+                }
+                _ => continue,
+            };
+            sh.pending.fetch_sub(taken.len(), Ordering::Relaxed);
+            if let Err(e) = sink.write(&taken) {
+                tracing::error!("access log: writing {dest:?}: {e}");
+            }
+            spare = taken;
+            spare.clear();
+            // Don't keep a burst's worth of memory for good.
+            if spare.capacity() > 4 * WAKE_AT {
+                spare = Vec::new();
+            }
+        }
+        if let Err(e) = sink.rotate_if_due(rotation) {
+            tracing::error!("access log: rotating {dest:?}: {e}");
+        }
+        let dropped = sh.dropped.load(Ordering::Relaxed);
+        if dropped != reported {
+            tracing::warn!(
+                "access log: {} lines dropped for {dest:?} (the writer fell behind); {dropped} in all",
+                dropped - reported
+            );
+            reported = dropped;
+        }
+        if stopping {
+            if let Sink::File { file, .. } = sink {
+                let _ = file.sync_data();
+            }
+            return;
+        }
+    }
+}
+
+/// Opens `path` for appending, creating its directory's file, to check it can be written
+/// before the server starts.
+pub fn check_writable(path: &Path) -> io::Result<()> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(|_| ())
+}
