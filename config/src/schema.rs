@@ -264,6 +264,51 @@ pub struct Route {
     /// Compression of the route's responses, on by default.
     #[serde(default)]
     pub compression: CompressionConfig,
+    /// An access log for the route's requests (off unless configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<AccessLogConfig>,
+}
+
+/// `[routes.access_log]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessLogConfig {
+    /// A file (appended to, created if missing) or `stdout`.
+    pub path: String,
+    /// `combined` (nginx's), `common` or `json`.
+    pub format: LogFormat,
+    /// A template of named fields (`$remote_addr "$request" $status`), instead of `format`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Rotate when the file passes this many bytes (0: never; logrotate and SIGUSR1 work
+    /// either way)...
+    pub max_size: u64,
+    /// ...keeping this many old files (`access.log.1` is the newest).
+    pub keep: usize,
+    /// Bytes of lines held for the writer before further lines are dropped and counted.
+    pub max_pending: usize,
+}
+
+impl Default for AccessLogConfig {
+    fn default() -> Self {
+        AccessLogConfig {
+            path: "stdout".into(),
+            format: LogFormat::Combined,
+            template: None,
+            max_size: 0,
+            keep: 5,
+            max_pending: 16 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Combined,
+    Common,
+    Json,
 }
 
 /// `[routes.proxy]`: a pool of upstream servers.
@@ -537,6 +582,7 @@ impl Route {
             }),
             proxy: None,
             compression: CompressionConfig::default(),
+            access_log: None,
         }
     }
 

@@ -124,6 +124,27 @@ pub(crate) fn normalise_and_validate(
             );
         }
 
+        if let Some(log) = &route.access_log {
+            let k = format!("{k}.access_log");
+            if log.path.is_empty() {
+                c.err(format!("{k}.path"), "a file path, or \"stdout\"");
+            } else if log.path != "stdout" {
+                let parent = Path::new(&log.path)
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                if !parent.is_dir() {
+                    c.err(
+                        format!("{k}.path"),
+                        format!("{} is not a directory", parent.display()),
+                    );
+                }
+            }
+            if log.max_pending == 0 {
+                c.err(format!("{k}.max_pending"), "must be at least 1");
+            }
+        }
+
         if let Some(px) = &route.proxy {
             if route.static_files.is_some() {
                 c.err(

@@ -143,11 +143,19 @@ fn run(o: Overrides) -> ExitCode {
     for a in handle.https_addrs() {
         tracing::info!("listening on https://{a}");
     }
-    let reload = reloader(o, router, config.clone(), handle.tls().cloned());
+    let reload = reloader(o, router.clone(), config.clone(), handle.tls().cloned());
     handle.set_reloader(reload.clone());
-    wait_for_signal(&reload);
+    let logs = router.clone();
+    wait_for_signal(&reload, &move || logs.reopen_logs());
     tracing::info!("draining (up to {:?})", config.timeouts.drain);
-    if handle.shutdown() {
+    let clean = handle.shutdown();
+    // After the drain: every completed request's line is written before the exit.
+    router.close_logs();
+    let dropped = router.log_lines_dropped();
+    if dropped > 0 {
+        tracing::warn!("access log: {dropped} lines were dropped (the writer fell behind)");
+    }
+    if clean {
         tracing::info!("stopped");
     } else {
         tracing::warn!("drain timeout: closed the connections still open");
@@ -214,7 +222,7 @@ fn reloader(
     })
 }
 
-fn wait_for_signal(reload: &gatehouse::server::Reloader) {
+fn wait_for_signal(reload: &gatehouse::server::Reloader, reopen: &dyn Fn()) {
     use tokio::signal::unix::{signal, SignalKind};
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -227,10 +235,11 @@ fn wait_for_signal(reload: &gatehouse::server::Reloader) {
         }
     };
     rt.block_on(async {
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut usr1)) = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
             signal(SignalKind::hangup()),
+            signal(SignalKind::user_defined1()),
         ) else {
             eprintln!("gatehouse: cannot install signal handlers");
             return;
@@ -242,6 +251,11 @@ fn wait_for_signal(reload: &gatehouse::server::Reloader) {
                 _ = hup.recv() => {
                     // Errors are logged by the reloader; serving goes on either way.
                     let _ = reload();
+                }
+                _ = usr1.recv() => {
+                    // logrotate moved the access logs: write to new files of the same names.
+                    tracing::info!("reopening the access logs");
+                    reopen();
                 }
             }
         }

@@ -16,7 +16,12 @@ use crate::body::GateBody;
 use crate::proxy::{ConnInfo, Proxy, ProxyFuture};
 use crate::static_files::{add_slash, plain, StaticFiles};
 use arc_swap::ArcSwap;
-use gatehouse_config::{Coding, CompressionConfig, Config, Route, StaticConfig};
+use gatehouse_config::{
+    AccessLogConfig, Coding, CompressionConfig, Config, LogFormat, Route, StaticConfig,
+};
+use gatehouse_layers::access_log::{
+    AccessLog, Destination, Format, LogBody, LogWriter, Record, Rotation, UpstreamInfo,
+};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
     self, DefaultPredicate, Encoding, Levels, Precompress, PrecompressBody, PrecompressLayer,
@@ -56,6 +61,7 @@ struct RouteEntry {
     /// files; for a proxy when `strip_prefix` is set).
     strip: bool,
     svc: RouteService,
+    log: Option<AccessLog>,
 }
 
 #[derive(Clone, Default)]
@@ -80,21 +86,71 @@ struct Table {
 #[derive(Clone)]
 pub struct GatewayRouter {
     table: Arc<ArcSwap<Table>>,
+    /// One writer per log destination, shared by the routes (and the tables) that name it.
+    logs: Arc<std::sync::Mutex<HashMap<Destination, LogWriter>>>,
 }
+
+/// A request being logged: its record so far and where its line goes.
+pub(crate) type PendingLog = (Box<Record>, AccessLog);
 
 /// The router for `config`. Fails if a static root can't be opened.
 pub fn build(config: &Config) -> io::Result<GatewayRouter> {
+    let logs = Arc::new(std::sync::Mutex::new(HashMap::new()));
     Ok(GatewayRouter {
-        table: Arc::new(ArcSwap::from_pointee(build_table(config)?)),
+        table: Arc::new(ArcSwap::from_pointee(build_table(config, &logs)?)),
+        logs,
     })
 }
 
-fn build_table(config: &Config) -> io::Result<Table> {
+type Logs = std::sync::Mutex<HashMap<Destination, LogWriter>>;
+
+/// The route's access log, with the writer of its destination (opened once, and shared).
+fn access_log(i: usize, cfg: &AccessLogConfig, logs: &Logs) -> io::Result<AccessLog> {
+    let key = |f: &str| format!("routes.{i}.access_log.{f}");
+    let format = match &cfg.template {
+        Some(t) => Format::template(t)
+            .map_err(|e| io::Error::other(format!("{}: {e}", key("template"))))?,
+        None => match cfg.format {
+            LogFormat::Combined => Format::Combined,
+            LogFormat::Common => Format::Common,
+            LogFormat::Json => Format::Json,
+        },
+    };
+    let dest = if cfg.path == "stdout" {
+        Destination::Stdout
+    } else {
+        Destination::File(cfg.path.clone().into())
+    };
+    let mut logs = logs
+        .lock()
+        .map_err(|_| io::Error::other("access log registry poisoned"))?;
+    let writer = match logs.get(&dest) {
+        Some(w) => w.clone(),
+        None => {
+            let rotation = (cfg.max_size > 0).then_some(Rotation {
+                max_bytes: cfg.max_size,
+                keep: cfg.keep,
+            });
+            let w = LogWriter::open(dest.clone(), rotation, cfg.max_pending).map_err(|e| {
+                io::Error::new(e.kind(), format!("{}: {}: {e}", key("path"), cfg.path))
+            })?;
+            logs.insert(dest, w.clone());
+            w
+        }
+    };
+    Ok(AccessLog::new(writer, format))
+}
+
+fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
     let mut exact: HashMap<Box<str>, Group> = HashMap::new();
     let mut wildcard: HashMap<Box<str>, Group> = HashMap::new();
     let mut any = Group::default();
     let mut proxies = Vec::new();
-    for route in &config.routes {
+    for (i, route) in config.routes.iter().enumerate() {
+        let log = match &route.access_log {
+            Some(cfg) => Some(access_log(i, cfg, logs)?),
+            None => None,
+        };
         let svc = route_service(route)?;
         match &svc {
             RouteService::Proxy(p) => proxies.push(p.clone()),
@@ -109,6 +165,7 @@ fn build_table(config: &Config) -> io::Result<Table> {
             },
             strip: route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
             svc,
+            log,
         };
         if route.hosts.is_empty() {
             any.routes.push(entry.clone());
@@ -140,7 +197,10 @@ fn build_table(config: &Config) -> io::Result<Table> {
 
 fn route_service(route: &Route) -> io::Result<RouteService> {
     if let Some(px) = &route.proxy {
-        let proxy = Proxy::new(px)?;
+        let mut proxy = Proxy::new(px)?;
+        if route.access_log.is_some() {
+            proxy = proxy.with_upstream_info();
+        }
         return Ok(match compression_layer(&route.compression) {
             // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
             Some(layer) => RouteService::ProxyCompressed(layer.head_as_get(false).layer(proxy)),
@@ -268,7 +328,7 @@ impl GatewayRouter {
     /// the old routes; the old proxies' health checks stop; the new ones start on the
     /// current runtime. Fails, changing nothing, if the new routes can't be built.
     pub fn reload(&self, config: &Config) -> io::Result<()> {
-        let table = build_table(config)?;
+        let table = build_table(config, &self.logs)?;
         for p in &table.proxies {
             p.spawn_health_checks();
         }
@@ -299,7 +359,13 @@ impl GatewayRouter {
         })
     }
 
-    pub(crate) fn dispatch<B>(&self, mut req: Request<B>, conn: ConnInfo) -> RouterFuture
+    /// Routes `req`; the log is set when the route has an access log.
+    pub(crate) fn dispatch<B>(
+        &self,
+        mut req: Request<B>,
+        conn: ConnInfo,
+        log: &mut Option<PendingLog>,
+    ) -> RouterFuture
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -308,6 +374,9 @@ impl GatewayRouter {
         let Some(route) = Self::route(&table, &req) else {
             return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
         };
+        if let Some(l) = &route.log {
+            *log = Some((Box::new(Record::start(&req, conn.peer)), l.clone()));
+        }
         if !route.prefix.is_empty() && route.strip {
             // The prefix alone names a static route's root directory: redirect to it with
             // a slash, as for any directory, so that relative links in its index resolve.
@@ -342,11 +411,38 @@ impl GatewayRouter {
                 fut: p.call_with(req, |proxy, req| proxy.serve(req, conn)),
             },
         };
-        RouterFuture { kind }
+        RouterFuture { kind, log: None }
     }
 
     /// Starts what the routes run in the background (active health checks), on the
     /// current runtime.
+    /// Reopens every access log file (SIGUSR1, after logrotate moved them).
+    pub fn reopen_logs(&self) {
+        if let Ok(logs) = self.logs.lock() {
+            for w in logs.values() {
+                w.reopen();
+            }
+        }
+    }
+
+    /// Writes every access log line held and stops the writers: after the drain, so that
+    /// every completed request is in its file.
+    pub fn close_logs(&self) {
+        if let Ok(logs) = self.logs.lock() {
+            for w in logs.values() {
+                w.close();
+            }
+        }
+    }
+
+    /// Lines dropped by the access logs so far (it should stay at zero).
+    pub fn log_lines_dropped(&self) -> u64 {
+        self.logs
+            .lock()
+            .map(|l| l.values().map(|w| w.dropped()).sum())
+            .unwrap_or(0)
+    }
+
     pub fn spawn_background(&self) {
         for p in &self.table.load().proxies {
             p.spawn_health_checks();
@@ -416,6 +512,9 @@ pin_project! {
     pub struct RouterFuture {
         #[pin]
         kind: Kind,
+        // Only when mounted as a tower Service: gatehouse's own connections log in
+        // `server::conn`, where the bytes are counted as they are sent.
+        log: Option<PendingLog>,
     }
 }
 
@@ -434,6 +533,7 @@ impl RouterFuture {
     pub(crate) fn ready(res: Response<GateBody>) -> Self {
         RouterFuture {
             kind: Kind::Ready { res: Some(res) },
+            log: None,
         }
     }
 }
@@ -442,7 +542,8 @@ impl Future for RouterFuture {
     type Output = Result<Response<GateBody>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
+        let this = self.project();
+        let Ok(res) = std::task::ready!(match this.kind.project() {
             KindProj::Static { fut } => fut.poll(cx),
             KindProj::Compressed { fut } => {
                 fut.poll(cx).map(|r| r.map(|res| res.map(from_precompress)))
@@ -458,7 +559,15 @@ impl Future for RouterFuture {
                     "polled twice\n",
                 ))),
             },
-        }
+        });
+        Poll::Ready(Ok(match this.log.take() {
+            Some((mut record, log)) => {
+                record.status = res.status().as_u16();
+                record.upstream = res.extensions().get::<UpstreamInfo>().cloned();
+                res.map(|b| GateBody::Boxed(axum::body::Body::new(LogBody::new(b, record, log))))
+            }
+            None => res,
+        }))
     }
 }
 
@@ -481,7 +590,10 @@ where
             .extensions()
             .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
             .map(|c| c.0);
-        self.dispatch(req, ConnInfo { peer, https: false })
+        let mut log = None;
+        let mut fut = self.dispatch(req, ConnInfo { peer, https: false }, &mut log);
+        fut.log = log;
+        fut
     }
 }
 

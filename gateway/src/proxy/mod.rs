@@ -23,6 +23,7 @@ use crate::static_files::plain;
 use balance::{HashOn, Selector, Upstream};
 use bytes::Bytes;
 use gatehouse_config::{Policy, ProxyConfig};
+use gatehouse_layers::access_log::UpstreamInfo;
 use health::Passive;
 use http::header::{CONNECTION, CONTENT_LENGTH, COOKIE, HOST, UPGRADE};
 use http::uri::{PathAndQuery, Scheme};
@@ -108,12 +109,22 @@ struct Inner {
     retired: Arc<std::sync::atomic::AtomicBool>,
     checks_started: std::sync::atomic::AtomicBool,
     http2: bool,
+    /// Put which upstream answered, and how fast, in the response (for an access log).
+    upstream_info: bool,
 }
 
 pub type ProxyFuture = Pin<Box<dyn Future<Output = Result<Response<GateBody>, Infallible>> + Send>>;
 
 impl Proxy {
     /// The proxy for a validated `[routes.proxy]` table.
+    /// Records the upstream and its response time in each response's extensions.
+    pub fn with_upstream_info(mut self) -> Proxy {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.upstream_info = true;
+        }
+        self
+    }
+
     pub fn new(cfg: &ProxyConfig) -> std::io::Result<Proxy> {
         let mut upstreams = Vec::new();
         for u in &cfg.upstreams {
@@ -165,6 +176,7 @@ impl Proxy {
                 keep_host: cfg.keep_host,
                 max_body: cfg.max_body_bytes,
                 response_timeout: cfg.response_timeout,
+                upstream_info: false,
                 body_idle: cfg.body_idle_timeout,
                 retries: cfg.retries,
                 trusted: headers::Trusted::new(&cfg.trusted_proxies),
@@ -389,6 +401,7 @@ impl Inner {
             let b = body.take().unwrap_or(ReqBody::Empty);
             up.in_flight.fetch_add(1, Ordering::Relaxed);
             let guard = InFlight(up.clone());
+            let asked = self.upstream_info.then(std::time::Instant::now);
             let sent = tokio::time::timeout(
                 self.response_timeout,
                 self.client.request(Request::from_parts(p, b)),
@@ -404,7 +417,14 @@ impl Inner {
                         // A 101 nobody asked for can't be relayed.
                         return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
                     }
-                    return respond(res, guard, self.body_idle);
+                    let mut res = respond(res, guard, self.body_idle);
+                    if let Some(t) = asked {
+                        res.extensions_mut().insert(UpstreamInfo {
+                            addr: up.authority.clone(),
+                            time: t.elapsed(),
+                        });
+                    }
+                    return res;
                 }
                 Ok(Err(e)) => {
                     if caused_by::<http_body_util::LengthLimitError>(&e) {

@@ -12,8 +12,9 @@
 
 use super::sendfile::Channel;
 use crate::body::{BoxError, GateBody};
-use crate::router::{GatewayRouter, RouterFuture};
+use crate::router::{GatewayRouter, PendingLog, RouterFuture};
 use bytes::Bytes;
+use gatehouse_layers::access_log::{AccessLog, Record, UpstreamInfo};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper_util::rt::TokioIo;
@@ -175,18 +176,20 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
+        let mut log = None;
         let inner = match self.front.intercepts() {
             true => match self.front.intercept(&req) {
                 Some(res) => RouterFuture::ready(res),
-                None => self.router.dispatch(req, self.conn),
+                None => self.router.dispatch(req, self.conn, &mut log),
             },
-            false => self.router.dispatch(req, self.conn),
+            false => self.router.dispatch(req, self.conn, &mut log),
         };
         ConnFuture {
             inner,
             state: Some(self.state.clone()),
             sendfile: self.front.sendfile,
             hsts: self.front.hsts.clone(),
+            log,
         }
     }
 }
@@ -198,14 +201,22 @@ pin_project_lite::pin_project! {
         state: Option<Arc<ConnState>>,
         sendfile: bool,
         hsts: Option<http::HeaderValue>,
+        log: Option<PendingLog>,
     }
 
     impl PinnedDrop for ConnFuture {
         fn drop(this: Pin<&mut Self>) {
             // Dropped before a response was made (the connection went away).
-            if let Some(state) = this.project().state.take() {
+            let this = this.project();
+            if let Some(state) = this.state.take() {
                 state.in_flight.fetch_sub(1, Ordering::Relaxed);
                 state.awaiting_head.fetch_sub(1, Ordering::Relaxed);
+            }
+            if let Some((mut record, log)) = this.log.take() {
+                // nginx's 499: the client closed the connection before the response.
+                record.status = 499;
+                record.aborted = true;
+                log.log(&record);
             }
         }
     }
@@ -240,9 +251,19 @@ impl Future for ConnFuture {
                 f.allow_sendfile();
             }
         }
+        let log = this.log.take().map(|(mut record, log)| {
+            record.status = parts.status.as_u16();
+            record.upstream = parts.extensions.get::<UpstreamInfo>().cloned();
+            let ended = body.is_end_stream();
+            (record, log, ended)
+        });
         Poll::Ready(Ok(Response::from_parts(
             parts,
-            ConnBody { inner: body, state },
+            ConnBody {
+                inner: body,
+                state,
+                log,
+            },
         )))
     }
 }
@@ -251,12 +272,19 @@ impl Future for ConnFuture {
 pub(crate) struct ConnBody {
     inner: GateBody,
     state: Option<Arc<ConnState>>,
+    /// The request's access log record, with whether the body has ended; its line is
+    /// written when the body is dropped (hyper drops it once sent, or on abort).
+    log: Option<(Box<Record>, AccessLog, bool)>,
 }
 
 impl Drop for ConnBody {
     fn drop(&mut self) {
         if let Some(state) = self.state.take() {
             state.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some((mut record, log, ended)) = self.log.take() {
+            record.aborted = !ended;
+            log.log(&record);
         }
     }
 }
@@ -269,7 +297,21 @@ impl Body for ConnBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let this = &mut *self;
+        let res = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Some((record, _, ended)) = this.log.as_mut() {
+            match &res {
+                Poll::Ready(Some(Ok(f))) => {
+                    if let Some(d) = f.data_ref() {
+                        record.bytes += d.len() as u64;
+                    }
+                    *ended = this.inner.is_end_stream();
+                }
+                Poll::Ready(None) => *ended = true,
+                _ => {}
+            }
+        }
+        res
     }
 
     fn is_end_stream(&self) -> bool {

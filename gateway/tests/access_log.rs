@@ -1,0 +1,243 @@
+//! Access logs through the server: a line per request with the real byte count, upstream
+//! fields for proxied requests, aborted downloads marked, every completed request in the
+//! file after SIGTERM under load, and SIGUSR1 reopening the file.
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn a_combined_line_per_request_with_the_bytes_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let s = TestServer::site(&format!(
+        "[[routes]]\n[routes.static]\n[routes.access_log]\npath = {:?}\n",
+        log.display().to_string()
+    ));
+    let size = std::fs::metadata(s.root.join("index.html")).unwrap().len();
+    let r = s.get_with(
+        "/index.html?x=1",
+        "User-Agent: tester/1\r\nReferer: http://r.test/\r\nAuthorization: Bearer SECRET-TOKEN\r\nCookie: sid=SECRET-COOKIE\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(s.get("/missing").status, 404);
+    let head = s.head("/index.html");
+    assert_eq!(head.status, 200);
+    let router = s.router.clone();
+    assert!(s.shutdown());
+    router.close_logs();
+    let l = lines(&log);
+    assert_eq!(l.len(), 3, "{l:?}");
+    assert!(l[0].starts_with("127.0.0.1 - - ["), "{}", l[0]);
+    assert!(
+        l[0].ends_with(&format!(
+            "] \"GET /index.html?x=1 HTTP/1.1\" 200 {size} \"http://r.test/\" \"tester/1\""
+        )),
+        "{}",
+        l[0]
+    );
+    assert!(l[1].contains("\"GET /missing HTTP/1.1\" 404 "), "{}", l[1]);
+    assert!(
+        l[2].contains("\"HEAD /index.html HTTP/1.1\" 200 0 "),
+        "{}",
+        l[2]
+    );
+    let all = l.join("\n");
+    assert!(!all.contains("SECRET"), "{all}");
+}
+
+#[test]
+fn proxied_requests_log_their_upstream_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("proxy.log");
+    let app = axum::Router::new().route(
+        "/hello",
+        axum::routing::get(|| async { "hi from upstream" }),
+    );
+    let up = serve_axum(loopback(), app);
+    let s = TestServer::site(&format!(
+        "[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\nstrip_prefix = true\n[routes.access_log]\npath = {:?}\nformat = \"json\"\n",
+        log.display().to_string()
+    ));
+    let r = s.get("/api/hello");
+    assert_eq!(r.status, 200);
+    let router = s.router.clone();
+    assert!(s.shutdown());
+    router.close_logs();
+    let l = lines(&log);
+    assert_eq!(l.len(), 1);
+    let v: serde_json::Value = serde_json::from_str(&l[0]).unwrap();
+    assert_eq!(v["uri"], "/api/hello");
+    assert_eq!(v["status"], 200);
+    assert_eq!(v["bytes_sent"], 16);
+    assert_eq!(v["upstream_addr"], up.to_string());
+    assert!(v["upstream_time_us"].as_u64().is_some());
+}
+
+#[test]
+fn an_aborted_download_is_logged_and_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let s = TestServer::site(&format!(
+        "[[routes]]\n[routes.static]\n[routes.access_log]\npath = {:?}\n",
+        log.display().to_string()
+    ));
+    let big = vec![b'x'; 32 * 1024 * 1024];
+    std::fs::write(s.root.join("big.bin"), &big).unwrap();
+    {
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut buf = [0u8; 65536];
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0);
+        // Gone with most of 32 MiB unread.
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let router = s.router.clone();
+    while s.handle().connections() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(s.shutdown());
+    router.close_logs();
+    let l = lines(&log);
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert!(l[0].contains("\"GET /big.bin HTTP/1.1\" 200 "), "{}", l[0]);
+    assert!(l[0].ends_with(" aborted"), "{}", l[0]);
+    let sent: u64 = l[0]
+        .split("\" 200 ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(sent < big.len() as u64, "{sent}");
+}
+
+fn spawn_binary(
+    dir: &std::path::Path,
+    log: &std::path::Path,
+) -> (std::process::Child, std::net::SocketAddr) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = dir.join("g.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "root = {:?}\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:0\"\n[timeouts]\ndrain = \"5s\"\n[[routes]]\n[routes.static]\n[routes.access_log]\npath = {:?}\n",
+            fixtures().join("site").display().to_string(),
+            log.display().to_string()
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("--config")
+        .arg(&conf)
+        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, addr)
+}
+
+#[test]
+fn sigterm_under_load_leaves_every_completed_request_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let (mut child, addr) = spawn_binary(dir.path(), &log);
+    let mut clients = Vec::new();
+    for c in 0..8 {
+        // Each client goes on sending after the signal, until its connection is closed.
+        clients.push(std::thread::spawn(move || {
+            let mut done = Vec::new();
+            let mut conn = Conn::open(addr);
+            for n in 0.. {
+                let raw = format!("GET /index.html?c={c}-{n} HTTP/1.1\r\nHost: t\r\n\r\n");
+                conn.send(raw.as_bytes());
+                match conn.read_response(false) {
+                    Some(r) if r.status == 200 => done.push(format!("c={c}-{n} ")),
+                    _ => break,
+                }
+            }
+            done
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let completed: Vec<String> = clients
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert!(completed.len() > 100, "only {} requests", completed.len());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let logged: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split("?").nth(1)?.split(" HTTP").next())
+        .collect();
+    for c in &completed {
+        assert!(
+            logged.contains(c.trim_end()),
+            "{c} completed but is not in the log"
+        );
+    }
+    assert!(text.lines().count() >= completed.len());
+}
+
+#[test]
+fn sigusr1_reopens_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let (mut child, addr) = spawn_binary(dir.path(), &log);
+    assert_eq!(
+        send(
+            addr,
+            "GET /index.html?first HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .status,
+        200
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let moved = dir.path().join("access.log.1");
+    std::fs::rename(&log, &moved).unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGUSR1) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !log.exists() {
+        assert!(Instant::now() < deadline, "not reopened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        send(
+            addr,
+            "GET /index.html?second HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .status,
+        200
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    let old = std::fs::read_to_string(&moved).unwrap();
+    let new = std::fs::read_to_string(&log).unwrap();
+    assert!(old.contains("?first ") && !old.contains("?second"), "{old}");
+    assert!(new.contains("?second ") && !new.contains("?first"), "{new}");
+}
