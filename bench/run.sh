@@ -15,7 +15,7 @@ OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-64}
 WARMUP=${WARMUP:-2s}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 # Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
 RUNTIME=${RUNTIME:-}
@@ -40,6 +40,8 @@ mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 WORK=$(mktemp -d /tmp/gatehouse-bench.XXXXXX)
 chmod 755 "$WORK"
+# log-1k: the static route of the nginx-equivalent settings, with a combined access log.
+LOG_TOML="$NGINX_EQUIVALENT\n[routes.access_log]\npath = \"$WORK/gatehouse-access.log\"\nformat = \"combined\""
 ROWS="$WORK/rows.jsonl"
 : > "$ROWS"
 SERVER_PIDS=()
@@ -85,6 +87,7 @@ scenario_path() {
     proxy-1k) echo /1k.bin ;;
     https-1k | h2-1k) echo /1k.bin ;;
     https-1m) echo /1m.bin ;;
+    log-1k) echo /1k.bin ;;
     *) return 1 ;;
   esac
 }
@@ -154,7 +157,7 @@ start_gatehouse() { # binary runtime extra-toml
     [ -n "$extra" ] && printf '%b\n' "$extra"
   } > "$conf"
   # A clean environment: GATEHOUSE_BASE and friends must not reach figment's GATEHOUSE_* keys.
-  env -i PATH="$PATH" HOME="$HOME" "$bin" --config "$conf" 2>> "$WORK/gatehouse.log" &
+  env -i PATH="$PATH" HOME="$HOME" "$bin" --config "$conf" 2>> "$WORK/gatehouse.log" > "$WORK/gatehouse.stdout" &
   SERVER_PIDS=($!)
   wait_port "$PORT_GH"
 }
@@ -204,9 +207,12 @@ http {
 EOF
 }
 
-start_nginx() { # [static|proxy|tls]
+start_nginx() { # [static|proxy|tls|log]
   local site="root $WWW;"
-  if [ "${1:-static}" = proxy ]; then
+  if [ "${1:-}" = log ]; then
+    site="root $WWW;
+    access_log $WORK/nginx-access.log combined;"
+  elif [ "${1:-static}" = proxy ]; then
     site="location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
   elif [ "${1:-}" = tls ]; then
     site="root $WWW;
@@ -227,6 +233,12 @@ start_caddy() { # [proxy]
   }
   file_server"
   [ "${1:-}" = proxy ] && site="reverse_proxy 127.0.0.1:$PORT_BACKEND"
+  # Caddy has no combined format without a plugin: it writes its own JSON lines.
+  [ "${1:-}" = log ] && site="$site
+  log {
+    output file $WORK/caddy-access.log
+    format json
+  }"
   cat > "$conf" <<EOF
 {
   admin off
@@ -335,7 +347,8 @@ measure() { # scenario server port
     return 0
   fi
   [ -n "$header" ] && hargs+=(-H "$header")
-  "$OHA" -z "$WARMUP" -c "$conns" --no-tui --disable-compression -w "${hargs[@]}" "$url" > /dev/null 2>&1 || true
+  "$OHA" -z "$WARMUP" -c "$conns" --no-tui --disable-compression -w "${hargs[@]}" \
+    --output-format json "$url" > "$WORK/warm.json" 2> /dev/null || true
   local hz t0 t1
   hz=$(getconf CLK_TCK)
   t0=$(cpu_ticks)
@@ -382,11 +395,45 @@ PY
   tail -n1 "$ROWS" | python3 -c 'import json,sys; r=json.load(sys.stdin); print("  %-15s %9s req/s  p50 %s ms  p99 %s ms  cpu %s us/req  rss %s MiB  errors %s" % (r["server"], r["rps"], r["p50_ms"], r["p99_ms"], r["cpu_us_per_req"], r["rss_mib"], r["errors"]))' >&2
 }
 
+# log-1k: once the server has stopped (and flushed), its log must have a line for every
+# request it answered: the check, the warm-up and the measured ones. Any difference is
+# added to the row's errors.
+count_log_lines() { # server
+  local file="$WORK/${1%-base}-access.log" lines=0
+  # Lines for the file only: the readiness probe's request for / is logged too.
+  [ -f "$file" ] && lines=$(grep -c '/1k.bin' "$file" || true)
+  python3 - "$ROWS" "$WORK/warm.json" "$lines" "$1" <<'PY'
+import json, sys
+rows_path, warm_path, lines, server = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+rows = [json.loads(l) for l in open(rows_path) if l.strip()]
+if not rows:
+    sys.exit(0)
+r = rows[-1]
+if r["server"] != server or r["scenario"] != "log-1k":
+    sys.exit(0)
+try:
+    warm = sum(json.load(open(warm_path))["statusCodeDistribution"].values())
+except Exception:
+    warm = 0
+expected = 1 + warm + r["requests"]
+lost = abs(expected - lines)
+print(f"  {server}: {lines} log lines for {expected} requests" + (f" ({lost} off)" if lost else ""), file=sys.stderr)
+if lost:
+    r["errors"] = (r["errors"] or 0) + lost
+rows[-1] = r
+open(rows_path, "w").write("".join(json.dumps(x) + "\n" for x in rows))
+PY
+}
+
 run_server() { # scenario server
   local scenario=$1 server=$2 mode=static gh_toml=$GATEHOUSE_TOML base_toml=$BASE_TOML
   local p_gh=$PORT_GH p_nginx=$PORT_NGINX p_caddy=$PORT_CADDY missing
   if [ "$scenario" = proxy-1k ]; then
     mode=proxy gh_toml=$PROXY_TOML base_toml=$PROXY_TOML
+  fi
+  if [ "$scenario" = log-1k ]; then
+    mode=log gh_toml=$LOG_TOML base_toml=$LOG_TOML
+    rm -f "$WORK"/*-access.log
   fi
   if is_tls "$scenario"; then
     mode=tls gh_toml="$gh_toml$GH_TLS_TOML" base_toml="$base_toml$GH_TLS_TOML"
@@ -413,6 +460,8 @@ run_server() { # scenario server
       measure "$scenario" caddy "$p_caddy" ;;
   esac
   stop_server
+  [ "$scenario" = log-1k ] && count_log_lines "$server"
+  return 0
 }
 
 SERVERS=(gatehouse)

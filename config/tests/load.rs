@@ -213,3 +213,28 @@ fn tls_and_acme_are_checked_key_by_key() {
     assert_eq!(a.challenge, gatehouse_config::Challenge::TlsAlpn01);
     assert_eq!(a.certificates[0].domains[0], "example.com");
 }
+
+#[test]
+fn access_logs_are_checked() {
+    let dir = std::env::temp_dir().display().to_string();
+    let c = load(&format!(
+        "[[routes]]\n[routes.static]\n[routes.access_log]\npath = \"{dir}/a.log\"\nformat = \"json\"\nmax_size = 1000000\n"
+    ))
+    .unwrap();
+    let log = c.routes[0].access_log.as_ref().unwrap();
+    assert_eq!(log.format, gatehouse_config::LogFormat::Json);
+    assert_eq!((log.max_size, log.keep), (1_000_000, 5));
+    let e = load("[[routes]]\n[routes.static]\n[routes.access_log]\npath = \"/nonexistent-dir/a.log\"\nmax_pending = 0\nformat = \"apache\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("routes.0.access_log.format"), "{e}");
+    let e = load("[[routes]]\n[routes.static]\n[routes.access_log]\npath = \"/nonexistent-dir/a.log\"\nmax_pending = 0\n")
+        .unwrap_err()
+        .to_string();
+    for key in [
+        "routes.0.access_log.path",
+        "routes.0.access_log.max_pending",
+    ] {
+        assert!(e.contains(key), "{key} missing from: {e}");
+    }
+}

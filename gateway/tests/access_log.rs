@@ -241,3 +241,25 @@ fn sigusr1_reopens_the_file() {
     assert!(old.contains("?first ") && !old.contains("?second"), "{old}");
     assert!(new.contains("?second ") && !new.contains("?first"), "{new}");
 }
+
+#[test]
+fn a_template_with_an_unknown_field_names_its_key() {
+    let toml = format!(
+        "root = {:?}\n[[routes]]\n[routes.static]\n[routes.access_log]\ntemplate = \"$remote_addr $http_cookie\"\n",
+        fixtures().join("site").display().to_string()
+    );
+    let config = gatehouse_config::Loader::new()
+        .no_default_file()
+        .no_env()
+        .toml_str(toml)
+        .load()
+        .unwrap();
+    let e = gatehouse::router::build(&config)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("routes.0.access_log.template") && e.contains("http_cookie"),
+        "{e}"
+    );
+}

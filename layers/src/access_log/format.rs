@@ -41,6 +41,9 @@ pub struct UpstreamInfo {
 #[derive(Clone, Copy, Debug)]
 pub struct ClientAddr(pub SocketAddr);
 
+// A constant: a name given as a string is parsed on every lookup.
+static X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
 impl Record {
     /// Starts a record for `req` from `remote`. Only the fields a line may show are kept:
     /// never `Authorization`, cookies or any other header.
@@ -54,7 +57,7 @@ impl Record {
             host: h.get(http::header::HOST).cloned(),
             referer: h.get(http::header::REFERER).cloned(),
             user_agent: h.get(http::header::USER_AGENT).cloned(),
-            request_id: h.get("x-request-id").cloned(),
+            request_id: h.get(&X_REQUEST_ID).cloned(),
             remote,
             status: 0,
             bytes: 0,
@@ -214,13 +217,28 @@ enum Esc {
     Json,
 }
 
+/// Bytes written as they are: printable ASCII but `"` and `\`.
+static PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0x20;
+    while b < 0x7f {
+        t[b] = b != b'"' as usize && b != b'\\' as usize;
+        b += 1;
+    }
+    t
+};
+
 fn escaped(bytes: &[u8], out: &mut Vec<u8>, esc: Esc) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in bytes {
-        let plain = (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\';
-        if plain {
-            out.push(b);
-        } else if esc == Esc::Json {
+    let plain = |b: &u8| PLAIN[*b as usize];
+    let mut rest = bytes;
+    // Runs of plain bytes are copied whole; most values are one run.
+    while !rest.is_empty() {
+        let n = rest.iter().position(|b| !plain(b)).unwrap_or(rest.len());
+        out.extend_from_slice(&rest[..n]);
+        let Some(&b) = rest.get(n) else { break };
+        rest = &rest[n + 1..];
+        if esc == Esc::Json {
             match b {
                 b'"' => out.extend_from_slice(b"\\\""),
                 b'\\' => out.extend_from_slice(b"\\\\"),

@@ -36,27 +36,27 @@ pub use writer::{Destination, LogWriter, Rotation};
 
 use std::sync::Arc;
 
-/// A destination and a format: what a route (or an app) logs with. Cheap to clone.
+/// A destination and a format: what a route (or an app) logs with. Cheap to clone (one
+/// reference count, taken per request).
 #[derive(Clone, Debug)]
 pub struct AccessLog {
-    writer: LogWriter,
-    format: Arc<Format>,
+    inner: Arc<(LogWriter, Format)>,
 }
 
 impl AccessLog {
     pub fn new(writer: LogWriter, format: Format) -> Self {
         AccessLog {
-            writer,
-            format: Arc::new(format),
+            inner: Arc::new((writer, format)),
         }
     }
 
     pub fn writer(&self) -> &LogWriter {
-        &self.writer
+        &self.inner.0
     }
 
     /// Writes `r`'s line. False if it was dropped (the writer is too far behind).
     pub fn log(&self, r: &Record) -> bool {
-        self.writer.append(|out| self.format.write(r, out))
+        let (writer, format) = &*self.inner;
+        writer.append(|out| format.write(r, out))
     }
 }

@@ -45,20 +45,21 @@ struct Shared {
     cv: Condvar,
     reopen: AtomicBool,
     stop: AtomicBool,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    dest: Destination,
 }
 
-/// A log destination and its writer thread. Cheap to clone; clones share.
+/// A log destination and its writer thread. Cheap to clone (one reference count);
+/// clones share.
 #[derive(Clone)]
 pub struct LogWriter {
     shared: Arc<Shared>,
-    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
-    dest: Destination,
 }
 
 impl std::fmt::Debug for LogWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogWriter")
-            .field("dest", &self.dest)
+            .field("dest", &self.shared.dest)
             .finish()
     }
 }
@@ -156,21 +157,21 @@ impl LogWriter {
             cv: Condvar::new(),
             reopen: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+            dest,
         });
         let s = shared.clone();
-        let d = dest.clone();
         let thread = std::thread::Builder::new()
             .name("gatehouse-log".into())
-            .spawn(move || run(&s, &d, &mut sink, rotation))?;
-        Ok(LogWriter {
-            shared,
-            thread: Arc::new(Mutex::new(Some(thread))),
-            dest,
-        })
+            .spawn(move || run(&s, &s.dest, &mut sink, rotation))?;
+        if let Ok(mut t) = shared.thread.lock() {
+            *t = Some(thread);
+        }
+        Ok(LogWriter { shared })
     }
 
     pub fn destination(&self) -> &Destination {
-        &self.dest
+        &self.shared.dest
     }
 
     /// Appends one line, formatted by `fill` straight into the shared buffer. Returns
@@ -228,7 +229,7 @@ impl LogWriter {
     pub fn close(&self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.wake();
-        let t = self.thread.lock().ok().and_then(|mut t| t.take());
+        let t = self.shared.thread.lock().ok().and_then(|mut t| t.take());
         if let Some(t) = t {
             let _ = t.join();
         }
