@@ -236,7 +236,9 @@ start_caddy() { # [proxy]
   # Caddy has no combined format without a plugin: it writes its own JSON lines.
   [ "${1:-}" = log ] && site="$site
   log {
-    output file $WORK/caddy-access.log
+    output file $WORK/caddy-access.log {
+      roll_disabled
+    }
     format json
   }"
   cat > "$conf" <<EOF
@@ -399,9 +401,10 @@ PY
 # request it answered: the check, the warm-up and the measured ones. Any difference is
 # added to the row's errors.
 count_log_lines() { # server
-  local file="$WORK/${1%-base}-access.log" lines=0
-  # Lines for the file only: the readiness probe's request for / is logged too.
-  [ -f "$file" ] && lines=$(grep -c '/1k.bin' "$file" || true)
+  local lines
+  # Lines for the file only (the readiness probe's request for / is logged too), in the
+  # log and any file it was rolled over to.
+  lines=$(cat "$WORK/${1%-base}"-access*.log 2> /dev/null | grep -c '/1k.bin' || true)
   python3 - "$ROWS" "$WORK/warm.json" "$lines" "$1" <<'PY'
 import json, sys
 rows_path, warm_path, lines, server = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -433,7 +436,7 @@ run_server() { # scenario server
   fi
   if [ "$scenario" = log-1k ]; then
     mode=log gh_toml=$LOG_TOML base_toml=$LOG_TOML
-    rm -f "$WORK"/*-access.log
+    rm -f "$WORK"/*-access*.log
   fi
   if is_tls "$scenario"; then
     mode=tls gh_toml="$gh_toml$GH_TLS_TOML" base_toml="$base_toml$GH_TLS_TOML"
