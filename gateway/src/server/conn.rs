@@ -167,6 +167,28 @@ pub(crate) struct ConnService {
     pub(crate) front: Arc<super::front::Front>,
 }
 
+impl ConnService {
+    /// The Service of a new connection from `peer`, and the state its watchdog reads.
+    pub(crate) fn new(
+        router: GatewayRouter,
+        peer: std::net::SocketAddr,
+        https: bool,
+        front: Arc<super::front::Front>,
+    ) -> (Arc<ConnState>, ConnService) {
+        let state = Arc::new(ConnState::default());
+        let svc = ConnService {
+            router,
+            state: state.clone(),
+            conn: crate::proxy::ConnInfo {
+                peer: Some(peer),
+                https,
+            },
+            front,
+        };
+        (state, svc)
+    }
+}
+
 impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
     type Response = Response<ConnBody>;
     type Error = Infallible;

@@ -402,26 +402,14 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
 
     let admin_shared = shared.clone();
     let admin_rx = rx.clone();
-    let t = std::thread::Builder::new()
-        .name("gatehouse-admin".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    tracing::error!("admin runtime: {e}");
-                    return;
-                }
-            };
-            rt.block_on(admin::serve(admin_listener, admin_shared, admin_rx));
-        })
-        .map_err(|error| BindError {
-            addr: admin_addr,
-            what: "thread",
-            error,
-        })?;
+    let t = spawn_on_own_runtime("gatehouse-admin", async move {
+        admin::serve(admin_listener, admin_shared, admin_rx).await
+    })
+    .map_err(|error| BindError {
+        addr: admin_addr,
+        what: "thread",
+        error,
+    })?;
     threads.push(t);
     if let Some(a) = acme {
         a.spawn().map_err(|error| BindError {
@@ -441,6 +429,26 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         threads,
         drain: config.timeouts.drain,
     })
+}
+
+/// Runs `fut` on a current-thread runtime of its own, on a thread named `name`: work kept
+/// off the request path (the admin listener, ACME).
+pub(crate) fn spawn_on_own_runtime<F>(name: &str, fut: F) -> io::Result<JoinHandle<()>>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let name = name.to_string();
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(fut),
+                Err(e) => tracing::error!("{name}: runtime: {e}"),
+            }
+        })
 }
 
 struct ConnGuard(Arc<Shared>);
@@ -500,16 +508,7 @@ async fn serve_connection(
     // Head and small body go out in one writev; without NODELAY, Nagle and delayed ACKs
     // would hold each response back by ~40 ms.
     let _ = stream.set_nodelay(true);
-    let state = Arc::new(conn::ConnState::default());
-    let svc = conn::ConnService {
-        router,
-        state: state.clone(),
-        conn: crate::proxy::ConnInfo {
-            peer: Some(peer),
-            https: false,
-        },
-        front: kind.front.clone(),
-    };
+    let (state, svc) = conn::ConnService::new(router, peer, false, kind.front.clone());
     if kind.h2c {
         let io = conn::TrackedIo::new(stream, state.clone(), None);
         let conn = settings.auto.serve_connection_with_upgrades(io, svc);
@@ -563,16 +562,7 @@ async fn serve_tls(
         return;
     }
     let h2 = alpn == Some(b"h2");
-    let state = Arc::new(conn::ConnState::default());
-    let svc = conn::ConnService {
-        router,
-        state: state.clone(),
-        conn: crate::proxy::ConnInfo {
-            peer: Some(peer),
-            https: true,
-        },
-        front: kind.front.clone(),
-    };
+    let (state, svc) = conn::ConnService::new(router, peer, true, kind.front.clone());
     if h2 {
         let io = coalesce::Coalesced::new(stream, state.clone());
         let io = conn::TrackedIo::new(io, state.clone(), None);

@@ -77,22 +77,7 @@ impl Acme {
 
     /// Runs the ordering and renewal loop on a thread of its own.
     pub fn spawn(self) -> std::io::Result<()> {
-        std::thread::Builder::new()
-            .name("gatehouse-acme".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        tracing::error!("acme: runtime: {e}");
-                        return;
-                    }
-                };
-                rt.block_on(self.run());
-            })
-            .map(|_| ())
+        crate::server::spawn_on_own_runtime("gatehouse-acme", self.run()).map(|_| ())
     }
 
     fn cert_dir(&self, c: &AcmeCertConfig) -> PathBuf {
