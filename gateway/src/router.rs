@@ -371,11 +371,45 @@ impl GatewayRouter {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let table = self.table.load();
+        // Routes are chosen on the normalised path (decoded once, dot segments resolved,
+        // empty segments dropped), the one the static files resolve too: no spelling of a
+        // path (`//admin`, `/./admin`, `/x/../admin`, `/%61dmin`, `/admin%2Fx`) can reach
+        // a route's resource through another route.
+        let original = if is_clean(req.uri().path()) {
+            None
+        } else {
+            match normalized_uri(req.uri()) {
+                Some(uri) => Some(std::mem::replace(req.uri_mut(), uri)),
+                None => {
+                    return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"))
+                }
+            }
+        };
         let Some(route) = Self::route(&table, &req) else {
             return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
         };
         if let Some(l) = &route.log {
-            *log = Some((Box::new(Record::start(&req, conn.peer)), l.clone()));
+            let mut record = Box::new(Record::start(&req, conn.peer));
+            if let Some(o) = &original {
+                record.uri = o.clone();
+            }
+            *log = Some((record, l.clone()));
+        }
+        let proxied = matches!(
+            route.svc,
+            RouteService::Proxy(_) | RouteService::ProxyCompressed(_)
+        );
+        if let (true, Some(o)) = (proxied, original) {
+            // An upstream gets the path as the client sent it, as from nginx's proxy_pass
+            // without a URI: `%2F` stays `%2F`. Its prefix must then be spelled plainly
+            // for the route to strip it, and it may not climb out with dot segments.
+            let p = o.path();
+            let plain_prefix = p.starts_with(&*route.prefix)
+                && matches!(p.as_bytes().get(route.prefix.len()), None | Some(b'/'));
+            if has_dot_segment(p) || (route.strip && !plain_prefix) {
+                return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
+            }
+            *req.uri_mut() = o;
         }
         if !route.prefix.is_empty() && route.strip {
             // The prefix alone names a static route's root directory: redirect to it with
@@ -390,11 +424,7 @@ impl GatewayRouter {
             }
             strip_prefix(&mut req, route.prefix.len());
         }
-        if matches!(
-            route.svc,
-            RouteService::Proxy(_) | RouteService::ProxyCompressed(_)
-        ) && has_dot_segment(req.uri().path())
-        {
+        if proxied && has_dot_segment(req.uri().path()) {
             // `/api/../admin` would match /api here and be resolved by the upstream outside
             // it: refused, as the static files refuse to climb out of their root.
             return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
@@ -448,6 +478,57 @@ impl GatewayRouter {
             p.spawn_health_checks();
         }
     }
+}
+
+/// Whether a path is already in normal form: no `%` escape, no empty, `.` or `..` segment.
+/// Most are, and skip the normalisation.
+fn is_clean(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix('/') else {
+        return false;
+    };
+    if rest.contains('%') {
+        return false;
+    }
+    let mut segs = rest.split('/').peekable();
+    while let Some(seg) = segs.next() {
+        let last = segs.peek().is_none();
+        // An empty segment is a trailing slash only at the end.
+        if (seg.is_empty() && !last) || seg == "." || seg == ".." {
+            return false;
+        }
+    }
+    true
+}
+
+/// Characters kept as they are when the normalised path is written back into a URI.
+const PATH_KEEP: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'|');
+
+/// `uri` with its path normalised (and re-encoded where a URI needs it), or `None` if the
+/// path can't be normalised (a bad escape, a NUL, a backslash, not UTF-8).
+fn normalized_uri(uri: &Uri) -> Option<Uri> {
+    let n = gatehouse_layers::path::normalize(uri.path(), false).ok()?;
+    let abs = n.to_absolute();
+    let mut pq: String = percent_encoding::utf8_percent_encode(&abs, PATH_KEEP).collect();
+    if let Some(q) = uri.query() {
+        pq.push('?');
+        pq.push_str(q);
+    }
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(PathAndQuery::try_from(pq).ok()?);
+    Uri::from_parts(parts).ok()
 }
 
 /// Whether a path has a `.` or `..` segment, spelled plainly or percent-encoded
@@ -603,6 +684,26 @@ mod tests {
 
     /// The config crate spells the default types out (so that `gatehouse check` shows
     /// them) without depending on the layers crate: the two lists must stay one.
+    #[test]
+    fn clean_paths_skip_normalisation_and_others_are_normalised() {
+        use super::{is_clean, normalized_uri};
+        for p in ["/", "/a", "/a/b.txt", "/dir/", "/a.b/c"] {
+            assert!(is_clean(p), "{p}");
+        }
+        for p in [
+            "//a", "/a//b", "/./a", "/a/.", "/a/..", "/x/../a", "/%61", "a", "",
+        ] {
+            assert!(!is_clean(p), "{p}");
+        }
+        let n = |u: &str| normalized_uri(&u.parse().unwrap()).map(|u| u.to_string());
+        assert_eq!(n("//admin/x?q=1").as_deref(), Some("/admin/x?q=1"));
+        assert_eq!(n("/x/../admin/").as_deref(), Some("/admin/"));
+        assert_eq!(n("/%61dmin%2Fa%20b").as_deref(), Some("/admin/a%20b"));
+        assert_eq!(n("/%252e").as_deref(), Some("/%252e"));
+        assert_eq!(n("/a%00b"), None);
+        assert_eq!(n("/a%zz"), None);
+    }
+
     #[test]
     fn the_configs_default_types_are_the_layers() {
         let config = gatehouse_config::CompressionConfig::default().types;

@@ -634,8 +634,15 @@ fn dot_segments_never_reach_an_upstream() {
         url(e.addr)
     );
     let s = start(&toml);
-    for p in ["/api/../admin", "/api/%2e%2e/admin", "/api/./x"] {
-        assert_eq!(s.get(p).status, 400, "{p}");
+    // Routed on the normalised path, the first two name /admin, which no route serves;
+    // the third stays under /api but would reach the upstream with its dot segment.
+    for (p, status) in [
+        ("/api/../admin", 404),
+        ("/api/%2e%2e/admin", 404),
+        ("/api/./x", 400),
+        ("/x/../api/%2e%2e/../secret", 404),
+    ] {
+        assert_eq!(s.get(p).status, status, "{p}");
     }
     assert_eq!(s.get("/api/ok").status, 200);
 }
