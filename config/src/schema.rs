@@ -267,6 +267,21 @@ pub struct Route {
     /// An access log for the route's requests (off unless configured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_log: Option<AccessLogConfig>,
+    /// Client IP allow and deny lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessConfig>,
+}
+
+/// `[routes.access]`: which client addresses may use the route. A client in `deny` gets
+/// 403; so does one outside `allow` when `allow` is not empty.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessConfig {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    /// Peers (CIDRs) whose `X-Forwarded-For` names the client; from anyone else it is
+    /// ignored.
+    pub trusted_proxies: Vec<String>,
 }
 
 /// `[routes.access_log]`.
@@ -583,6 +598,7 @@ impl Route {
             proxy: None,
             compression: CompressionConfig::default(),
             access_log: None,
+            access: None,
         }
     }
 

@@ -145,6 +145,23 @@ pub(crate) fn normalise_and_validate(
             }
         }
 
+        if let Some(a) = &route.access {
+            for (name, list) in [
+                ("allow", &a.allow),
+                ("deny", &a.deny),
+                ("trusted_proxies", &a.trusted_proxies),
+            ] {
+                for (j, cidr) in list.iter().enumerate() {
+                    if crate::parse_cidr(cidr).is_none() {
+                        c.err(
+                            format!("{k}.access.{name}.{j}"),
+                            format!("{cidr:?} is not an address or CIDR block"),
+                        );
+                    }
+                }
+            }
+        }
+
         if let Some(px) = &route.proxy {
             if route.static_files.is_some() {
                 c.err(

@@ -238,3 +238,13 @@ fn access_logs_are_checked() {
         assert!(e.contains(key), "{key} missing from: {e}");
     }
 }
+
+#[test]
+fn ip_rules_name_the_bad_entry() {
+    let e = load("[[routes]]\n[routes.static]\n[routes.access]\nallow = [\"10.0.0.0/8\", \"nonsense\"]\ndeny = [\"1.2.3.4/40\"]\n")
+        .unwrap_err()
+        .to_string();
+    for key in ["routes.0.access.allow.1", "routes.0.access.deny.0"] {
+        assert!(e.contains(key), "{key} missing from: {e}");
+    }
+}

@@ -22,6 +22,7 @@ use gatehouse_config::{
 use gatehouse_layers::access_log::{
     AccessLog, Destination, Format, LogBody, LogWriter, Record, Rotation, UpstreamInfo,
 };
+use gatehouse_layers::cidr::{client_ip, CidrSet};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
     self, DefaultPredicate, Encoding, Levels, Precompress, PrecompressBody, PrecompressLayer,
@@ -62,6 +63,36 @@ struct RouteEntry {
     strip: bool,
     svc: RouteService,
     log: Option<AccessLog>,
+    access: Option<Arc<IpRules>>,
+}
+
+/// A route's client IP rules.
+struct IpRules {
+    allow: CidrSet,
+    deny: CidrSet,
+    trusted: CidrSet,
+}
+
+impl IpRules {
+    fn new(a: &gatehouse_config::AccessConfig) -> IpRules {
+        let set =
+            |l: &[String]| CidrSet::new(l.iter().filter_map(|c| gatehouse_config::parse_cidr(c)));
+        IpRules {
+            allow: set(&a.allow),
+            deny: set(&a.deny),
+            trusted: set(&a.trusted_proxies),
+        }
+    }
+
+    /// Whether the client of a request from `peer` may use the route. With no peer
+    /// address (a server that doesn't know it) nothing is allowed.
+    fn allows(&self, peer: Option<std::net::SocketAddr>, headers: &http::HeaderMap) -> bool {
+        let Some(peer) = peer else {
+            return false;
+        };
+        let ip = client_ip(peer.ip(), headers, &self.trusted);
+        !self.deny.contains(ip) && (self.allow.is_empty() || self.allow.contains(ip))
+    }
 }
 
 #[derive(Clone, Default)]
@@ -166,6 +197,7 @@ fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
             strip: route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
             svc,
             log,
+            access: route.access.as_ref().map(|a| Arc::new(IpRules::new(a))),
         };
         if route.hosts.is_empty() {
             any.routes.push(entry.clone());
@@ -394,6 +426,11 @@ impl GatewayRouter {
                 record.uri = o.clone();
             }
             *log = Some((record, l.clone()));
+        }
+        if let Some(rules) = &route.access {
+            if !rules.allows(conn.peer, req.headers()) {
+                return RouterFuture::ready(plain(StatusCode::FORBIDDEN, "forbidden\n"));
+            }
         }
         let proxied = matches!(
             route.svc,

@@ -41,3 +41,75 @@ fn every_spelling_of_a_path_takes_the_same_route() {
     assert_eq!(s.get("/admin/%zz").status, 400);
     assert_eq!(s.get("/admin/a%00").status, 400);
 }
+
+fn two_routes(access: &str) -> (tempfile::TempDir, TestServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(b.join("admin")).unwrap();
+    std::fs::write(a.join("secret.txt"), "from the admin route").unwrap();
+    std::fs::write(b.join("admin/secret.txt"), "from the root route").unwrap();
+    std::fs::write(b.join("index.html"), "public").unwrap();
+    let s = TestServer::start(
+        &b,
+        &format!(
+            "[[routes]]\npath = \"/admin\"\n[routes.static]\nroot = {:?}\n[routes.access]\n{access}\n[[routes]]\n[routes.static]\nroot = {:?}\n",
+            a.display().to_string(),
+            b.display().to_string()
+        ),
+    );
+    (dir, s)
+}
+
+const SPELLINGS: [&str; 7] = [
+    "/admin/secret.txt",
+    "//admin/secret.txt",
+    "/./admin/secret.txt",
+    "/x/../admin/secret.txt",
+    "/%61dmin/secret.txt",
+    "/admin%2Fsecret.txt",
+    "/%2e/admin//secret.txt",
+];
+
+#[test]
+fn a_denied_route_is_denied_under_every_spelling() {
+    let (_d, s) = two_routes("allow = [\"10.0.0.0/8\"]");
+    for p in SPELLINGS {
+        assert_eq!(s.get(p).status, 403, "{p}");
+    }
+    assert_eq!(s.get("/index.html").status, 200);
+    let (_d, s) = two_routes("deny = [\"127.0.0.1\"]");
+    for p in SPELLINGS {
+        assert_eq!(s.get(p).status, 403, "{p}");
+    }
+    let (_d, s) = two_routes("allow = [\"127.0.0.0/8\"]\ndeny = [\"10.0.0.0/8\"]");
+    assert_eq!(s.get("/admin/secret.txt").status, 200);
+}
+
+#[test]
+fn the_client_address_comes_from_x_forwarded_for_only_behind_a_trusted_proxy() {
+    let xff = |ip: &str| format!("X-Forwarded-For: {ip}\r\n");
+    let (_d, s) = two_routes("allow = [\"203.0.113.0/24\"]\ntrusted_proxies = [\"127.0.0.1/32\"]");
+    assert_eq!(
+        s.get_with("/admin/secret.txt", &xff("203.0.113.5")).status,
+        200
+    );
+    assert_eq!(
+        s.get_with("/admin/secret.txt", &xff("198.51.100.1")).status,
+        403
+    );
+    // The rightmost untrusted entry counts, not whatever the client put first.
+    assert_eq!(
+        s.get_with("/admin/secret.txt", &xff("203.0.113.5, 198.51.100.1"))
+            .status,
+        403
+    );
+    assert_eq!(s.get("/admin/secret.txt").status, 403, "the proxy itself");
+    // The same claim from a peer that isn't trusted is ignored.
+    let (_d, s) = two_routes("allow = [\"203.0.113.0/24\"]");
+    assert_eq!(
+        s.get_with("/admin/secret.txt", &xff("203.0.113.5")).status,
+        403
+    );
+}

@@ -10,6 +10,7 @@
 //!   with no line lost.
 //! - [`acme`]: answers ACME HTTP-01 challenges (RFC 8555 §8.3) before anything else sees
 //!   the request.
+//! - [`cidr`]: IP network sets and the client address behind trusted proxies.
 //! - [`path`]: the one path normalisation every layer and the router share.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -18,6 +19,7 @@
 pub mod access_log;
 #[cfg(feature = "acme")]
 pub mod acme;
+pub mod cidr;
 #[cfg(feature = "open-file-cache")]
 pub mod open_file_cache;
 pub mod path;

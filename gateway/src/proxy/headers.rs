@@ -2,6 +2,7 @@
 //! added, and the client's address and scheme passed on (`X-Forwarded-*`, and RFC 7239
 //! `Forwarded` when asked).
 
+use gatehouse_layers::cidr::canonical;
 use http::header::{CONNECTION, FORWARDED, HOST, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, VIA};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use std::net::IpAddr;
@@ -53,61 +54,11 @@ pub fn add_via(h: &mut HeaderMap, version: http::Version) {
 }
 
 /// Which clients may speak for others.
-#[derive(Debug, Clone, Default)]
-pub struct Trusted {
-    nets: Vec<(IpAddr, u8)>,
-}
+pub type Trusted = gatehouse_layers::cidr::CidrSet;
 
-impl Trusted {
-    pub fn new(cidrs: &[String]) -> Trusted {
-        Trusted {
-            nets: cidrs
-                .iter()
-                .filter_map(|c| gatehouse_config::parse_cidr(c))
-                .map(|(net, len)| match net {
-                    // An IPv4-mapped network (::ffff:a.b.c.d/n) is the IPv4 one, with the
-                    // 96 bits of its mapping prefix taken off the length.
-                    IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                        Some(v4) if len >= 96 => (IpAddr::V4(v4), len - 96),
-                        _ => (net, len),
-                    },
-                    v4 => (v4, len),
-                })
-                .collect(),
-        }
-    }
-
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
-        self.nets.iter().any(|&(net, len)| match (net, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), len),
-            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), len),
-            _ => false,
-        })
-    }
-}
-
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-fn prefix_eq(a: &[u8], b: &[u8], len: u8) -> bool {
-    let len = (len as usize).min(a.len() * 8).min(b.len() * 8);
-    let (full, rest) = (len / 8, (len % 8) as u8);
-    if a[..full] != b[..full] {
-        return false;
-    }
-    if rest == 0 {
-        return true;
-    }
-    let mask = 0xffu8 << (8 - rest);
-    match (a.get(full), b.get(full)) {
-        (Some(x), Some(y)) => x & mask == y & mask,
-        _ => false,
-    }
+/// The set of `cidrs` (already validated by the configuration).
+pub fn trusted(cidrs: &[String]) -> Trusted {
+    Trusted::new(cidrs.iter().filter_map(|c| gatehouse_config::parse_cidr(c)))
 }
 
 /// Sets the forwarding fields for a request from `peer`. From a trusted proxy, the chain it
@@ -282,7 +233,7 @@ mod tests {
 
     #[test]
     fn trusted_chains_are_extended_in_one_field() {
-        let t = Trusted::new(&["10.0.0.0/8".into(), "::1".into()]);
+        let t = trusted(&["10.0.0.0/8".into(), "::1".into()]);
         let mut h = HeaderMap::new();
         h.append("x-forwarded-for", hv("203.0.113.5"));
         h.append("x-forwarded-for", hv("198.51.100.7"));
@@ -295,14 +246,10 @@ mod tests {
         assert!(t.contains("::ffff:10.9.9.9".parse().unwrap()));
         assert!(!t.contains("11.0.0.1".parse().unwrap()));
         // Mapped networks mean their IPv4 selves, and never index past an address.
-        let m = Trusted::new(&["::ffff:10.0.0.0/104".into(), "::ffff:192.0.2.7".into()]);
+        let m = trusted(&["::ffff:10.0.0.0/104".into(), "::ffff:192.0.2.7".into()]);
         assert!(m.contains("10.200.0.1".parse().unwrap()));
         assert!(m.contains("192.0.2.7".parse().unwrap()));
         assert!(!m.contains("11.0.0.1".parse().unwrap()));
         assert!(!m.contains("2001:db8::1".parse().unwrap()));
-        assert!(
-            prefix_eq(&[10, 0, 0, 1], &[10, 0, 0, 1], 120),
-            "clamped to 32 bits"
-        );
     }
 }

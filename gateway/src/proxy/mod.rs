@@ -179,7 +179,7 @@ impl Proxy {
                 upstream_info: false,
                 body_idle: cfg.body_idle_timeout,
                 retries: cfg.retries,
-                trusted: headers::Trusted::new(&cfg.trusted_proxies),
+                trusted: headers::trusted(&cfg.trusted_proxies),
                 forwarded: cfg.forwarded,
                 health_check: cfg.health_check.clone(),
                 retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),
