@@ -15,7 +15,7 @@ OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-64}
 WARMUP=${WARMUP:-2s}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 # Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
 RUNTIME=${RUNTIME:-}
@@ -40,6 +40,9 @@ mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
 WORK=$(mktemp -d /tmp/gatehouse-bench.XXXXXX)
 chmod 755 "$WORK"
+# auth-basic-1k: user "bench", password "bench", as `htpasswd -B` makes it (bcrypt, cost 5).
+printf '%s\n' 'bench:$2b$05$LVWtHYiEzELB4E7QnN/Ma.0n2dhiP5pUXGlEp0MWykjWAb9YlWGse' > "$WORK/htpasswd"
+AUTH_TOML="$NGINX_EQUIVALENT\n[routes.auth]\nhtpasswd = \"$WORK/htpasswd\"\nrealm = \"bench\""
 # log-1k: the static route of the nginx-equivalent settings, with a combined access log.
 LOG_TOML="$NGINX_EQUIVALENT\n[routes.access_log]\npath = \"$WORK/gatehouse-access.log\"\nformat = \"combined\""
 ROWS="$WORK/rows.jsonl"
@@ -87,7 +90,7 @@ scenario_path() {
     proxy-1k) echo /1k.bin ;;
     https-1k | h2-1k) echo /1k.bin ;;
     https-1m) echo /1m.bin ;;
-    log-1k) echo /1k.bin ;;
+    log-1k | auth-basic-1k) echo /1k.bin ;;
     *) return 1 ;;
   esac
 }
@@ -96,6 +99,7 @@ scenario_path() {
 scenario_header() {
   case "$1" in
     text-gzip) echo "Accept-Encoding: gzip" ;;
+    auth-basic-1k) echo "Authorization: Basic YmVuY2g6YmVuY2g=" ;;
     *) echo "" ;;
   esac
 }
@@ -105,6 +109,10 @@ is_h2() { case "$1" in h2-*) return 0 ;; *) return 1 ;; esac; }
 
 # What a server lacks for a scenario, if anything (the scenario then skips it, saying so).
 lacks() { # scenario server
+  if [ "$1" = auth-basic-1k ] && [ "$2" = caddy ]; then
+    echo "compared with nginx only (the issue's scenario)"
+    return
+  fi
   if [ "$2" = nginx ] && is_tls "$1"; then
     local v
     v=$("$NGINX" -V 2>&1)
@@ -209,7 +217,11 @@ EOF
 
 start_nginx() { # [static|proxy|tls|log]
   local site="root $WWW;"
-  if [ "${1:-}" = log ]; then
+  if [ "${1:-}" = auth ]; then
+    site="root $WWW;
+    auth_basic \"bench\";
+    auth_basic_user_file $WORK/htpasswd;"
+  elif [ "${1:-}" = log ]; then
     site="root $WWW;
     access_log $WORK/nginx-access.log combined;"
   elif [ "${1:-static}" = proxy ]; then
@@ -308,7 +320,10 @@ check_body() { # port path expected-file header [tls|h2]
     tls) base="https://127.0.0.1:$1" copts=(--cacert "$CERT" --http1.1) ;;
     h2) base="https://127.0.0.1:$1" copts=(--cacert "$CERT" --http2 -D "$hdrs") ;;
   esac
-  if [ -z "$4" ]; then
+  if [ -n "$4" ] && [ "${4%%:*}" != Accept-Encoding ]; then
+    copts+=(-H "$4")
+  fi
+  if [ -z "$4" ] || [ "${4%%:*}" != Accept-Encoding ]; then
     curl -s "${copts[@]}" -o "$got" "$base$2" || return 1
     if [ "${5:-}" = h2 ] && ! head -n1 "$hdrs" | grep -q '^HTTP/2'; then
       say "  not served over HTTP/2"
@@ -433,6 +448,9 @@ run_server() { # scenario server
   local p_gh=$PORT_GH p_nginx=$PORT_NGINX p_caddy=$PORT_CADDY missing
   if [ "$scenario" = proxy-1k ]; then
     mode=proxy gh_toml=$PROXY_TOML base_toml=$PROXY_TOML
+  fi
+  if [ "$scenario" = auth-basic-1k ]; then
+    mode=auth gh_toml=$AUTH_TOML base_toml=$AUTH_TOML
   fi
   if [ "$scenario" = log-1k ]; then
     mode=log gh_toml=$LOG_TOML base_toml=$LOG_TOML

@@ -23,6 +23,8 @@ seen = {(r["scenario"], r["server"]) for r in rows}
 for scenario in ["static-1k", "static-1m", "text-gzip", "proxy-1k", "https-1k", "h2-1k", "https-1m", "log-1k"]:
     for server in ["gatehouse", "nginx", "caddy"]:
         check((scenario, server) in seen, f"a row for {scenario}/{server}")
+for server in ["gatehouse", "nginx"]:
+    check(("auth-basic-1k", server) in seen, f"a row for auth-basic-1k/{server}")
 for r in rows:
     name = f'{r["scenario"]}/{r["server"]}'
     check(set(r) == keys, f"{name}: keys {sorted(r)}")

@@ -270,6 +270,31 @@ pub struct Route {
     /// Client IP allow and deny lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<AccessConfig>,
+    /// Authentication.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthConfig>,
+}
+
+/// `[routes.auth]`: HTTP Basic from an htpasswd file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// An htpasswd file (bcrypt, SHA-256/512-crypt, apr1 or {SHA} hashes).
+    pub htpasswd: PathBuf,
+    pub realm: String,
+    /// A verified user and password are remembered this long.
+    #[serde(with = "humantime_serde")]
+    pub cache_ttl: Duration,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            htpasswd: PathBuf::new(),
+            realm: "gatehouse".into(),
+            cache_ttl: Duration::from_secs(60),
+        }
+    }
 }
 
 /// `[routes.access]`: which client addresses may use the route. A client in `deny` gets
@@ -599,6 +624,7 @@ impl Route {
             compression: CompressionConfig::default(),
             access_log: None,
             access: None,
+            auth: None,
         }
     }
 

@@ -145,6 +145,20 @@ pub(crate) fn normalise_and_validate(
             }
         }
 
+        if let Some(a) = &route.auth {
+            if !a.htpasswd.is_file() {
+                c.err(
+                    format!("{k}.auth.htpasswd"),
+                    format!("{} is not a file", a.htpasswd.display()),
+                );
+            }
+            if a.realm.bytes().any(|b| b < 0x20 || b == 0x7f) {
+                c.err(
+                    format!("{k}.auth.realm"),
+                    "must not contain control characters",
+                );
+            }
+        }
         if let Some(a) = &route.access {
             for (name, list) in [
                 ("allow", &a.allow),

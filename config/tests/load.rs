@@ -248,3 +248,11 @@ fn ip_rules_name_the_bad_entry() {
         assert!(e.contains(key), "{key} missing from: {e}");
     }
 }
+
+#[test]
+fn basic_auth_needs_its_file() {
+    let e = load("[[routes]]\n[routes.static]\n[routes.auth]\nhtpasswd = \"/nonexistent/users\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("routes.0.auth.htpasswd"), "{e}");
+}

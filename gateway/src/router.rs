@@ -22,6 +22,7 @@ use gatehouse_config::{
 use gatehouse_layers::access_log::{
     AccessLog, Destination, Format, LogBody, LogWriter, Record, Rotation, UpstreamInfo,
 };
+use gatehouse_layers::auth::{BasicAuth, Verdict};
 use gatehouse_layers::cidr::{client_ip, CidrSet};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
@@ -51,6 +52,8 @@ enum RouteService {
 }
 
 use crate::static_files::StaticFuture;
+type AuthFuture =
+    Pin<Box<dyn Future<Output = Result<Response<GateBody>, Infallible>> + Send + 'static>>;
 type CompressedFuture = precompress::ResponseFuture<StaticFuture, GateBody, DefaultPredicate>;
 type ProxyCompressedFuture = precompress::ResponseFuture<ProxyFuture, GateBody, DefaultPredicate>;
 
@@ -64,6 +67,7 @@ struct RouteEntry {
     svc: RouteService,
     log: Option<AccessLog>,
     access: Option<Arc<IpRules>>,
+    auth: Option<BasicAuth>,
 }
 
 /// A route's client IP rules.
@@ -198,6 +202,13 @@ fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
             svc,
             log,
             access: route.access.as_ref().map(|a| Arc::new(IpRules::new(a))),
+            auth: match &route.auth {
+                Some(a) => Some(
+                    BasicAuth::open(&a.htpasswd, &a.realm, a.cache_ttl)
+                        .map_err(|e| io::Error::other(format!("routes.{i}.auth.htpasswd: {e}")))?,
+                ),
+                None => None,
+            },
         };
         if route.hosts.is_empty() {
             any.routes.push(entry.clone());
@@ -394,9 +405,23 @@ impl GatewayRouter {
     /// Routes `req`; the log is set when the route has an access log.
     pub(crate) fn dispatch<B>(
         &self,
+        req: Request<B>,
+        conn: ConnInfo,
+        log: &mut Option<PendingLog>,
+    ) -> RouterFuture
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.dispatch_inner(req, conn, log, false)
+    }
+
+    fn dispatch_inner<B>(
+        &self,
         mut req: Request<B>,
         conn: ConnInfo,
         log: &mut Option<PendingLog>,
+        authed: bool,
     ) -> RouterFuture
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
@@ -447,6 +472,34 @@ impl GatewayRouter {
                 return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
             }
             *req.uri_mut() = o;
+        }
+        if let (Some(auth), false) = (&route.auth, authed) {
+            match auth.check(req.headers()) {
+                Verdict::Allowed => {}
+                Verdict::Unauthorized => {
+                    return RouterFuture::ready(auth.unauthorized().map(GateBody::full));
+                }
+                Verdict::Verify(p) => {
+                    // bcrypt takes milliseconds by design: verified on the blocking pool,
+                    // then the request is routed again (to the same route) and served.
+                    let (router, auth) = (self.clone(), auth.clone());
+                    return RouterFuture {
+                        kind: Kind::Auth {
+                            fut: Box::pin(async move {
+                                let a = auth.clone();
+                                let ok = tokio::task::spawn_blocking(move || a.verify(p))
+                                    .await
+                                    .unwrap_or(false);
+                                if !ok {
+                                    return Ok(auth.unauthorized().map(GateBody::full));
+                                }
+                                router.dispatch_inner(req, conn, &mut None, true).await
+                            }),
+                        },
+                        log: None,
+                    };
+                }
+            }
         }
         if !route.prefix.is_empty() && route.strip {
             // The prefix alone names a static route's root directory: redirect to it with
@@ -644,6 +697,7 @@ pin_project! {
         Proxy { #[pin] fut: ProxyFuture },
         ProxyCompressed { #[pin] fut: ProxyCompressedFuture },
         Ready { res: Option<Response<GateBody>> },
+        Auth { fut: AuthFuture },
     }
 }
 
@@ -670,6 +724,7 @@ impl Future for RouterFuture {
             KindProj::ProxyCompressed { fut } => {
                 fut.poll(cx).map(|r| r.map(|res| res.map(from_precompress)))
             }
+            KindProj::Auth { fut } => fut.as_mut().poll(cx),
             KindProj::Ready { res } => match res.take() {
                 Some(r) => Poll::Ready(Ok(r)),
                 None => Poll::Ready(Ok(plain(

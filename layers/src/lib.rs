@@ -10,6 +10,7 @@
 //!   with no line lost.
 //! - [`acme`]: answers ACME HTTP-01 challenges (RFC 8555 §8.3) before anything else sees
 //!   the request.
+//! - [`auth`]: HTTP Basic authentication from an htpasswd file.
 //! - [`cidr`]: IP network sets and the client address behind trusted proxies.
 //! - [`path`]: the one path normalisation every layer and the router share.
 
@@ -19,6 +20,8 @@
 pub mod access_log;
 #[cfg(feature = "acme")]
 pub mod acme;
+#[cfg(feature = "auth")]
+pub mod auth;
 pub mod cidr;
 #[cfg(feature = "open-file-cache")]
 pub mod open_file_cache;

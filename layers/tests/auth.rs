@@ -1,0 +1,116 @@
+//! Basic auth from an htpasswd file: every hash kind, the cache, reloads, and the layer in
+//! an axum app.
+#![cfg(feature = "auth")]
+
+use axum::{body::Body, routing::get, Router};
+use base64::Engine;
+use gatehouse_layers::auth::{BasicAuth, BasicAuthLayer, Htpasswd, Verdict};
+use http::{HeaderMap, Request, StatusCode};
+use std::time::Duration;
+use tower::ServiceExt;
+
+// Made with `openssl passwd -6/-5/-apr1` and `openssl sha1 | base64`, all for "s3cret".
+const SHA512: &str = "$6$saltsalt$As4wrv0kZlfch1du9WeH7qhskyLriQWySXrZzynnvi46nFnNxjdpl6ksRegrrKexvhIa/Iny8S8uF3fVWTMuC1";
+const SHA256: &str = "$5$pepper12$vv7SRId9dfsUwDG4aHTg6S/9XRJqbS5KGhTN15ZdtG4";
+const APR1: &str = "$apr1$abcdefgh$M2T3erDstkD7SsE2QQnfH0";
+const SHA1: &str = "{SHA}/vNB+F2HQ559kaLUZbmHHvZrXpg=";
+
+fn file() -> String {
+    let bcrypt = bcrypt::hash("s3cret", 4).unwrap();
+    format!("# users\nb:{bcrypt}\ns6:{SHA512}\ns5:{SHA256}\na:{APR1}\n\nh:{SHA1}\n")
+}
+
+#[test]
+fn every_hash_kind_verifies_the_right_password_only() {
+    let f = Htpasswd::parse(&file()).unwrap();
+    assert_eq!(f.len(), 5);
+    for user in ["b", "s6", "s5", "a", "h"] {
+        assert!(f.verify(user, "s3cret"), "{user}");
+        assert!(!f.verify(user, "s3cret "), "{user}");
+        assert!(!f.verify(user, ""), "{user}");
+    }
+    assert!(!f.verify("nobody", "s3cret"));
+    let e = Htpasswd::parse("x:plaintext\n").unwrap_err();
+    assert!(e.contains("line 1") && e.contains("\"x\""), "{e}");
+}
+
+fn basic(user: &str, pass: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+    h.insert("authorization", format!("Basic {token}").parse().unwrap());
+    h
+}
+
+#[test]
+fn a_success_is_cached_and_a_changed_file_is_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users");
+    std::fs::write(&path, file()).unwrap();
+    let auth = BasicAuth::open(&path, "zone", Duration::from_secs(60)).unwrap();
+    let Verdict::Verify(p) = auth.check(&basic("b", "s3cret")) else {
+        panic!("a first request must be verified");
+    };
+    assert!(auth.verify(p));
+    assert!(matches!(
+        auth.check(&basic("b", "s3cret")),
+        Verdict::Allowed
+    ));
+    // A wrong password is never cached as good.
+    let Verdict::Verify(p) = auth.check(&basic("b", "wrong")) else {
+        panic!()
+    };
+    assert!(!auth.verify(p));
+    assert!(matches!(
+        auth.check(&HeaderMap::new()),
+        Verdict::Unauthorized
+    ));
+    let mut bearer = HeaderMap::new();
+    bearer.insert("authorization", "Bearer abc".parse().unwrap());
+    assert!(matches!(auth.check(&bearer), Verdict::Unauthorized));
+
+    // The file changes: b is gone; the cache is dropped with the old file.
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::write(&path, format!("a:{APR1}\n")).unwrap();
+    let Verdict::Verify(p) = auth.check(&basic("b", "s3cret")) else {
+        panic!("the cache must not outlive the file");
+    };
+    assert!(!auth.verify(p));
+    // A broken file is refused and the users stay.
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::write(&path, "a:plaintext-password\n").unwrap();
+    let Verdict::Verify(p) = auth.check(&basic("a", "s3cret")) else {
+        panic!()
+    };
+    assert!(auth.verify(p));
+}
+
+#[tokio::test]
+async fn the_layer_answers_401_with_a_challenge_or_passes_the_request_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users");
+    std::fs::write(&path, file()).unwrap();
+    let auth = BasicAuth::open(&path, "admin \"area\"", Duration::from_secs(60)).unwrap();
+    let app: Router = Router::new()
+        .route("/", get(|| async { "secret" }))
+        .layer(BasicAuthLayer::new(auth));
+    let send = |h: HeaderMap| {
+        let app = app.clone();
+        async move {
+            let mut req = Request::get("/").body(Body::empty()).unwrap();
+            *req.headers_mut() = h;
+            app.oneshot(req).await.unwrap()
+        }
+    };
+    let r = send(HeaderMap::new()).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        r.headers()["www-authenticate"],
+        "Basic realm=\"admin \\\"area\\\"\", charset=\"UTF-8\""
+    );
+    assert_eq!(
+        send(basic("s5", "nope")).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(send(basic("s5", "s3cret")).await.status(), StatusCode::OK);
+    assert_eq!(send(basic("s5", "s3cret")).await.status(), StatusCode::OK);
+}
