@@ -12,26 +12,15 @@ fn basic(user: &str, pass: &str) -> String {
     format!("Authorization: Basic {t}\r\n")
 }
 
-fn server() -> (tempfile::TempDir, TestServer) {
-    let dir = tempfile::tempdir().unwrap();
-    let a = dir.path().join("a");
-    let b = dir.path().join("b");
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(b.join("admin")).unwrap();
-    std::fs::write(a.join("secret.txt"), "from the admin route").unwrap();
-    std::fs::write(b.join("admin/secret.txt"), "from the root route").unwrap();
-    let users = dir.path().join("users");
-    std::fs::write(&users, format!("ann:{APR1}\nsam:{SHA512}\n")).unwrap();
-    let s = TestServer::start(
-        &b,
-        &format!(
-            "[[routes]]\npath = \"/admin\"\n[routes.static]\nroot = {:?}\n[routes.auth]\nhtpasswd = {:?}\nrealm = \"staff\"\n[[routes]]\n[routes.static]\nroot = {:?}\n",
-            a.display().to_string(),
-            users.display().to_string(),
-            b.display().to_string()
-        ),
-    );
-    (dir, s)
+fn server() -> ((tempfile::TempDir, tempfile::TempDir), TestServer) {
+    let users = tempfile::tempdir().unwrap();
+    let file = users.path().join("users");
+    std::fs::write(&file, format!("ann:{APR1}\nsam:{SHA512}\n")).unwrap();
+    let (dir, s) = admin_and_root(&format!(
+        "[routes.auth]\nhtpasswd = {:?}\nrealm = \"staff\"",
+        file.display().to_string()
+    ));
+    ((users, dir), s)
 }
 
 #[test]

@@ -7,21 +7,7 @@ use common::*;
 /// spelling of /admin/secret.txt must be answered from A.
 #[test]
 fn every_spelling_of_a_path_takes_the_same_route() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = dir.path().join("a");
-    let b = dir.path().join("b");
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(b.join("admin")).unwrap();
-    std::fs::write(a.join("secret.txt"), "from the admin route").unwrap();
-    std::fs::write(b.join("admin/secret.txt"), "from the root route").unwrap();
-    let s = TestServer::start(
-        &b,
-        &format!(
-            "[[routes]]\npath = \"/admin\"\n[routes.static]\nroot = {:?}\n[[routes]]\n[routes.static]\nroot = {:?}\n",
-            a.display().to_string(),
-            b.display().to_string()
-        ),
-    );
+    let (_dir, s) = admin_and_root("");
     for p in [
         "/admin/secret.txt",
         "//admin/secret.txt",
@@ -43,23 +29,7 @@ fn every_spelling_of_a_path_takes_the_same_route() {
 }
 
 fn two_routes(access: &str) -> (tempfile::TempDir, TestServer) {
-    let dir = tempfile::tempdir().unwrap();
-    let a = dir.path().join("a");
-    let b = dir.path().join("b");
-    std::fs::create_dir_all(&a).unwrap();
-    std::fs::create_dir_all(b.join("admin")).unwrap();
-    std::fs::write(a.join("secret.txt"), "from the admin route").unwrap();
-    std::fs::write(b.join("admin/secret.txt"), "from the root route").unwrap();
-    std::fs::write(b.join("index.html"), "public").unwrap();
-    let s = TestServer::start(
-        &b,
-        &format!(
-            "[[routes]]\npath = \"/admin\"\n[routes.static]\nroot = {:?}\n[routes.access]\n{access}\n[[routes]]\n[routes.static]\nroot = {:?}\n",
-            a.display().to_string(),
-            b.display().to_string()
-        ),
-    );
-    (dir, s)
+    admin_and_root(&format!("[routes.access]\n{access}"))
 }
 
 const SPELLINGS: [&str; 7] = [

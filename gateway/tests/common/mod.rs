@@ -299,3 +299,27 @@ pub fn serve_axum(listener: std::net::TcpListener, app: axum::Router) -> SocketA
 pub fn loopback() -> std::net::TcpListener {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind")
 }
+
+/// A server with two static routes: `/admin` over dir `a` (its `secret.txt` says "from the
+/// admin route"), with `admin_tables` added to that route (such as `[routes.auth]`), and
+/// `/` over dir `b`, whose own `admin/secret.txt` says "from the root route": a request
+/// that takes the wrong route shows it. `b/index.html` says "public".
+pub fn admin_and_root(admin_tables: &str) -> (tempfile::TempDir, TestServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(b.join("admin")).unwrap();
+    std::fs::write(a.join("secret.txt"), "from the admin route").unwrap();
+    std::fs::write(b.join("admin/secret.txt"), "from the root route").unwrap();
+    std::fs::write(b.join("index.html"), "public").unwrap();
+    let s = TestServer::start(
+        &b,
+        &format!(
+            "[[routes]]\npath = \"/admin\"\n[routes.static]\nroot = {:?}\n{admin_tables}\n[[routes]]\n[routes.static]\nroot = {:?}\n",
+            a.display().to_string(),
+            b.display().to_string()
+        ),
+    );
+    (dir, s)
+}
