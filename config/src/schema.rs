@@ -275,12 +275,15 @@ pub struct Route {
     pub auth: Option<AuthConfig>,
 }
 
-/// `[routes.auth]`: HTTP Basic from an htpasswd file.
+/// `[routes.auth]`: HTTP Basic from an htpasswd file, or Bearer JWTs (one of the two).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// An htpasswd file (bcrypt, SHA-256/512-crypt, apr1 or {SHA} hashes).
-    pub htpasswd: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub htpasswd: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwt: Option<JwtConfig>,
     pub realm: String,
     /// A verified user and password are remembered this long.
     #[serde(with = "humantime_serde")]
@@ -290,9 +293,43 @@ pub struct AuthConfig {
 impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
-            htpasswd: PathBuf::new(),
+            htpasswd: None,
+            jwt: None,
             realm: "gatehouse".into(),
             cache_ttl: Duration::from_secs(60),
+        }
+    }
+}
+
+/// `[routes.auth.jwt]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JwtConfig {
+    /// A JWK set (JSON), a PEM public key, or for HS algorithms the secret.
+    pub key_file: PathBuf,
+    /// Accepted algorithms (HS256, RS256, PS256, ES256, EdDSA, ...), all of one key kind.
+    pub algorithms: Vec<String>,
+    /// Accepted `iss` values (empty: not checked).
+    pub issuers: Vec<String>,
+    /// Accepted `aud` values (empty: not checked).
+    pub audiences: Vec<String>,
+    /// Clock leeway for `exp` and `nbf`.
+    #[serde(with = "humantime_serde")]
+    pub leeway: Duration,
+    /// Claims sent on as request headers: `{ sub = "X-User" }`. A client's own header of
+    /// that name is removed.
+    pub forward_claims: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for JwtConfig {
+    fn default() -> Self {
+        JwtConfig {
+            key_file: PathBuf::new(),
+            algorithms: vec!["RS256".into()],
+            issuers: Vec::new(),
+            audiences: Vec::new(),
+            leeway: Duration::from_secs(30),
+            forward_claims: Default::default(),
         }
     }
 }

@@ -146,11 +146,20 @@ pub(crate) fn normalise_and_validate(
         }
 
         if let Some(a) = &route.auth {
-            if !a.htpasswd.is_file() {
-                c.err(
+            match (&a.htpasswd, &a.jwt) {
+                (Some(f), None) if !f.is_file() => c.err(
                     format!("{k}.auth.htpasswd"),
-                    format!("{} is not a file", a.htpasswd.display()),
-                );
+                    format!("{} is not a file", f.display()),
+                ),
+                (None, Some(j)) if !j.key_file.is_file() => c.err(
+                    format!("{k}.auth.jwt.key_file"),
+                    format!("{} is not a file", j.key_file.display()),
+                ),
+                (Some(_), Some(_)) | (None, None) => c.err(
+                    format!("{k}.auth"),
+                    "set one of htpasswd (Basic) or [routes.auth.jwt] (Bearer)",
+                ),
+                _ => {}
             }
             if a.realm.bytes().any(|b| b < 0x20 || b == 0x7f) {
                 c.err(

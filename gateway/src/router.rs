@@ -22,7 +22,7 @@ use gatehouse_config::{
 use gatehouse_layers::access_log::{
     AccessLog, Destination, Format, LogBody, LogWriter, Record, Rotation, UpstreamInfo,
 };
-use gatehouse_layers::auth::{BasicAuth, Verdict};
+use gatehouse_layers::auth::{BasicAuth, JwtAuth, JwtOptions, Verdict};
 use gatehouse_layers::cidr::{client_ip, CidrSet};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
@@ -67,7 +67,37 @@ struct RouteEntry {
     svc: RouteService,
     log: Option<AccessLog>,
     access: Option<Arc<IpRules>>,
-    auth: Option<BasicAuth>,
+    auth: Option<RouteAuth>,
+}
+
+#[derive(Clone)]
+enum RouteAuth {
+    Basic(BasicAuth),
+    Jwt(JwtAuth),
+}
+
+fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<RouteAuth> {
+    if let Some(j) = &a.jwt {
+        let o = JwtOptions {
+            algorithms: j.algorithms.clone(),
+            issuers: j.issuers.clone(),
+            audiences: j.audiences.clone(),
+            leeway: j.leeway,
+            forward_claims: j
+                .forward_claims
+                .iter()
+                .map(|(c, h)| (c.clone(), h.clone()))
+                .collect(),
+            realm: a.realm.clone(),
+        };
+        return JwtAuth::from_key_file(&j.key_file, &o)
+            .map(RouteAuth::Jwt)
+            .map_err(|e| io::Error::other(format!("routes.{i}.auth.jwt: {e}")));
+    }
+    let file = a.htpasswd.clone().unwrap_or_default();
+    BasicAuth::open(&file, &a.realm, a.cache_ttl)
+        .map(RouteAuth::Basic)
+        .map_err(|e| io::Error::other(format!("routes.{i}.auth.htpasswd: {e}")))
 }
 
 /// A route's client IP rules.
@@ -203,10 +233,7 @@ fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
             log,
             access: route.access.as_ref().map(|a| Arc::new(IpRules::new(a))),
             auth: match &route.auth {
-                Some(a) => Some(
-                    BasicAuth::open(&a.htpasswd, &a.realm, a.cache_ttl)
-                        .map_err(|e| io::Error::other(format!("routes.{i}.auth.htpasswd: {e}")))?,
-                ),
+                Some(a) => Some(route_auth(i, a)?),
                 None => None,
             },
         };
@@ -473,7 +500,21 @@ impl GatewayRouter {
             }
             *req.uri_mut() = o;
         }
-        if let (Some(auth), false) = (&route.auth, authed) {
+        if let Some(RouteAuth::Jwt(jwt)) = &route.auth {
+            // Claims forwarded as headers replace anything the client sent by those names.
+            for h in jwt.forwarded_headers() {
+                req.headers_mut().remove(h);
+            }
+            match jwt.check(req.headers()) {
+                Ok(claims) => {
+                    for (h, v) in claims {
+                        req.headers_mut().insert(h, v);
+                    }
+                }
+                Err(res) => return RouterFuture::ready((*res).map(GateBody::full)),
+            }
+        }
+        if let (Some(RouteAuth::Basic(auth)), false) = (&route.auth, authed) {
             match auth.check(req.headers()) {
                 Verdict::Allowed => {}
                 Verdict::Unauthorized => {

@@ -1,4 +1,4 @@
-//! Authentication. So far: HTTP Basic (RFC 7617) from an htpasswd file.
+//! Authentication: HTTP Basic (RFC 7617) from an htpasswd file, and Bearer JWTs ([`jwt`]).
 //!
 //! A successful check is cached for `ttl`, keyed by a salted SHA-256 of the credentials
 //! (never the password itself), so bcrypt's deliberate cost is paid once per client and
@@ -18,9 +18,11 @@
 //! ```
 
 mod htpasswd;
+pub mod jwt;
 mod layer;
 
 pub use htpasswd::Htpasswd;
+pub use jwt::{JwtAuth, JwtOptions};
 pub use layer::{BasicAuthLayer, BasicAuthService};
 
 use bytes::Bytes;
