@@ -136,7 +136,7 @@ impl JwtAuth {
     pub fn check(
         &self,
         headers: &HeaderMap,
-    ) -> Result<Vec<(HeaderName, HeaderValue)>, Response<Bytes>> {
+    ) -> Result<Vec<(HeaderName, HeaderValue)>, Box<Response<Bytes>>> {
         let i = &self.inner;
         let Some(token) = bearer(headers) else {
             return Err(unauthorized(&i.missing));
