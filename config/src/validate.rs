@@ -174,14 +174,7 @@ pub(crate) fn normalise_and_validate(
                 ("deny", &a.deny),
                 ("trusted_proxies", &a.trusted_proxies),
             ] {
-                for (j, cidr) in list.iter().enumerate() {
-                    if crate::parse_cidr(cidr).is_none() {
-                        c.err(
-                            format!("{k}.access.{name}.{j}"),
-                            format!("{cidr:?} is not an address or CIDR block"),
-                        );
-                    }
-                }
+                check_cidrs(&mut c, &format!("{k}.access.{name}"), list);
             }
         }
 
@@ -382,14 +375,7 @@ fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
             "must be shorter than response_timeout, which includes it",
         );
     }
-    for (j, cidr) in px.trusted_proxies.iter().enumerate() {
-        if crate::parse_cidr(cidr).is_none() {
-            c.err(
-                format!("{kp}.trusted_proxies.{j}"),
-                format!("{cidr:?} is not an address or CIDR such as 10.0.0.0/8"),
-            );
-        }
-    }
+    check_cidrs(c, &format!("{kp}.trusted_proxies"), &px.trusted_proxies);
     if let Some(hc) = &px.health_check {
         if hc.interval.is_zero() || hc.timeout.is_zero() {
             c.err(
@@ -532,4 +518,16 @@ fn check_tls(c: &mut Collector, config: &mut Config) {
 
 fn http_value_invalid(v: &str) -> bool {
     v.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f)
+}
+
+/// Each entry of the list at `key` must be an address or a CIDR block.
+fn check_cidrs(c: &mut Collector, key: &str, list: &[String]) {
+    for (j, cidr) in list.iter().enumerate() {
+        if crate::parse_cidr(cidr).is_none() {
+            c.err(
+                format!("{key}.{j}"),
+                format!("{cidr:?} is not an address or CIDR such as 10.0.0.0/8"),
+            );
+        }
+    }
 }

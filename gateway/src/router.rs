@@ -705,7 +705,7 @@ fn from_precompress(b: PrecompressBody<GateBody>) -> GateBody {
     }
 }
 
-fn strip_port(host: &str) -> &str {
+pub(crate) fn strip_port(host: &str) -> &str {
     if host.starts_with('[') {
         // An IPv6 literal: keep the brackets, drop a port after them.
         return match host.find(']') {

@@ -2,6 +2,7 @@
 //! of a server with `tls.redirect_http`, a redirect to HTTPS for everything else.
 
 use crate::body::GateBody;
+use crate::router::strip_port;
 use crate::static_files::plain;
 use gatehouse_layers::acme::ChallengeTokens;
 use http::header::{HOST, LOCATION};
@@ -65,16 +66,6 @@ fn redirect<B>(req: &Request<B>, port: Option<u16>) -> Response<GateBody> {
         }
         Err(_) => plain(StatusCode::BAD_REQUEST, "bad Host header\n"),
     }
-}
-
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        // An IPv6 literal keeps its brackets.
-        return host
-            .split_once(']')
-            .map_or(host, |(h, _)| &host[..h.len() + 1]);
-    }
-    host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
 #[cfg(test)]

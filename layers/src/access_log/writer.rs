@@ -10,7 +10,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -288,14 +288,4 @@ fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotati
             return;
         }
     }
-}
-
-/// Opens `path` for appending, creating its directory's file, to check it can be written
-/// before the server starts.
-pub fn check_writable(path: &Path) -> io::Result<()> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map(|_| ())
 }

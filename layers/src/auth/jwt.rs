@@ -4,8 +4,8 @@
 //! set, chosen by the token's `kid`.
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
-use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderName, HeaderValue, Response};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use std::path::Path;
@@ -185,16 +185,7 @@ impl JwtAuth {
 }
 
 fn unauthorized(challenge: &HeaderValue) -> Box<Response<Bytes>> {
-    let mut res = Response::new(Bytes::from_static(b"unauthorized\n"));
-    *res.status_mut() = StatusCode::UNAUTHORIZED;
-    let h = res.headers_mut();
-    h.insert(WWW_AUTHENTICATE, challenge.clone());
-    h.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert(CONTENT_LENGTH, HeaderValue::from(13));
-    Box::new(res)
+    Box::new(super::unauthorized(challenge))
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {

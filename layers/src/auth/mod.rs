@@ -223,6 +223,21 @@ impl BasicAuth {
     }
 }
 
+/// 401 with `challenge` in `WWW-Authenticate`, and no word on what was wrong: Basic's
+/// and Bearer's answer alike.
+pub(crate) fn unauthorized(challenge: &HeaderValue) -> Response<Bytes> {
+    let mut res = Response::new(Bytes::from_static(b"unauthorized\n"));
+    *res.status_mut() = StatusCode::UNAUTHORIZED;
+    let h = res.headers_mut();
+    h.insert(WWW_AUTHENTICATE, challenge.clone());
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(CONTENT_LENGTH, HeaderValue::from(13));
+    res
+}
+
 /// `user` and `password` from `Authorization: Basic base64(user:password)`.
 fn credentials(headers: &HeaderMap) -> Option<(String, String)> {
     use base64::Engine;
