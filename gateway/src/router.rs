@@ -20,7 +20,7 @@ use gatehouse_config::{
     AccessLogConfig, Coding, CompressionConfig, Config, LogFormat, Route, StaticConfig,
 };
 use gatehouse_layers::access_log::{
-    AccessLog, Destination, Format, LogBody, LogWriter, Record, Rotation, UpstreamInfo,
+    AccessLog, Destination, Format, LogBody, LogWriter, Record, Rotation,
 };
 use gatehouse_layers::auth::{BasicAuth, JwtAuth, JwtOptions, Verdict};
 use gatehouse_layers::cidr::{client_ip, CidrSet};
@@ -776,8 +776,7 @@ impl Future for RouterFuture {
         });
         Poll::Ready(Ok(match this.log.take() {
             Some((mut record, log)) => {
-                record.status = res.status().as_u16();
-                record.upstream = res.extensions().get::<UpstreamInfo>().cloned();
+                record.respond(res.status(), res.extensions());
                 res.map(|b| GateBody::Boxed(axum::body::Body::new(LogBody::new(b, record, log))))
             }
             None => res,

@@ -14,7 +14,7 @@ use super::sendfile::Channel;
 use crate::body::{BoxError, GateBody};
 use crate::router::{GatewayRouter, PendingLog, RouterFuture};
 use bytes::Bytes;
-use gatehouse_layers::access_log::{AccessLog, Record, UpstreamInfo};
+use gatehouse_layers::access_log::LogBody;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper_util::rt::TokioIo;
@@ -234,11 +234,8 @@ pin_project_lite::pin_project! {
                 state.in_flight.fetch_sub(1, Ordering::Relaxed);
                 state.awaiting_head.fetch_sub(1, Ordering::Relaxed);
             }
-            if let Some((mut record, log)) = this.log.take() {
-                // nginx's 499: the client closed the connection before the response.
-                record.status = 499;
-                record.aborted = true;
-                log.log(&record);
+            if let Some((record, log)) = this.log.take() {
+                log.log_abandoned(record);
             }
         }
     }
@@ -273,40 +270,28 @@ impl Future for ConnFuture {
                 f.allow_sendfile();
             }
         }
-        let log = this.log.take().map(|(mut record, log)| {
-            record.status = parts.status.as_u16();
-            record.upstream = parts.extensions.get::<UpstreamInfo>().cloned();
-            let ended = body.is_end_stream();
-            (record, log, ended)
-        });
-        Poll::Ready(Ok(Response::from_parts(
-            parts,
-            ConnBody {
-                inner: body,
-                state,
-                log,
-            },
-        )))
+        // The line is written as the body ends, or when hyper drops it (sent, or cut off).
+        let inner = match this.log.take() {
+            Some((mut record, log)) => {
+                record.respond(parts.status, &parts.extensions);
+                LogBody::new(body, record, log)
+            }
+            None => LogBody::passthrough(body),
+        };
+        Poll::Ready(Ok(Response::from_parts(parts, ConnBody { inner, state })))
     }
 }
 
 /// A response body whose drop marks the end of the request for the watchdog.
 pub(crate) struct ConnBody {
-    inner: GateBody,
+    inner: LogBody<GateBody>,
     state: Option<Arc<ConnState>>,
-    /// The request's access log record, with whether the body has ended; its line is
-    /// written when the body is dropped (hyper drops it once sent, or on abort).
-    log: Option<(Box<Record>, AccessLog, bool)>,
 }
 
 impl Drop for ConnBody {
     fn drop(&mut self) {
         if let Some(state) = self.state.take() {
             state.in_flight.fetch_sub(1, Ordering::Relaxed);
-        }
-        if let Some((mut record, log, ended)) = self.log.take() {
-            record.aborted = !ended;
-            log.log(&record);
         }
     }
 }
@@ -319,21 +304,7 @@ impl Body for ConnBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        let res = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Some((record, _, ended)) = this.log.as_mut() {
-            match &res {
-                Poll::Ready(Some(Ok(f))) => {
-                    if let Some(d) = f.data_ref() {
-                        record.bytes += d.len() as u64;
-                    }
-                    *ended = this.inner.is_end_stream();
-                }
-                Poll::Ready(None) => *ended = true,
-                _ => {}
-            }
-        }
-        res
+        Pin::new(&mut self.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {

@@ -67,6 +67,14 @@ impl Record {
     }
 }
 
+impl Record {
+    /// Takes the response's status, and the upstream a proxy put in its extensions.
+    pub fn respond(&mut self, status: http::StatusCode, extensions: &http::Extensions) {
+        self.status = status.as_u16();
+        self.upstream = extensions.get::<UpstreamInfo>().cloned();
+    }
+}
+
 /// A line's layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Format {

@@ -54,6 +54,14 @@ impl AccessLog {
         &self.inner.0
     }
 
+    /// Writes the line of a request whose client went away before its response head:
+    /// nginx's 499, marked aborted.
+    pub fn log_abandoned(&self, mut r: Box<Record>) -> bool {
+        r.status = 499;
+        r.aborted = true;
+        self.log(&r)
+    }
+
     /// Writes `r`'s line. False if it was dropped (the writer is too far behind).
     pub fn log(&self, r: &Record) -> bool {
         let (writer, format) = &*self.inner;

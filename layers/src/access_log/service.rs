@@ -1,4 +1,4 @@
-use super::{AccessLog, ClientAddr, LogBody, Record, UpstreamInfo};
+use super::{AccessLog, ClientAddr, LogBody, Record};
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -50,10 +50,8 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             // Dropped before a response: the client went away while it was being made.
             let this = this.project();
-            if let Some(mut r) = this.record.take() {
-                r.status = 499;
-                r.aborted = true;
-                this.log.log(&r);
+            if let Some(r) = this.record.take() {
+                this.log.log_abandoned(r);
             }
         }
     }
@@ -74,8 +72,7 @@ where
         };
         match res {
             Ok(res) => {
-                record.status = res.status().as_u16();
-                record.upstream = res.extensions().get::<UpstreamInfo>().cloned();
+                record.respond(res.status(), res.extensions());
                 let log = this.log.clone();
                 Poll::Ready(Ok(res.map(|b| LogBody::new(b, record, log))))
             }
