@@ -5,8 +5,8 @@
 //! wrapper holds what is written (and "flushed") during one poll of the connection's task
 //! and sends it when the task is next polled (it wakes the task itself, so that is at
 //! once): the answers to the requests that arrived in one read leave in one write.
-//! [`ConnState::epoch`], advanced by the connection's driver before each poll, tells one
-//! poll from the next.
+//! [`ConnState::epoch`], advanced by [`Counted`] before each poll of the connection, tells
+//! one poll from the next.
 
 use super::conn::{ConnState, Socket};
 use std::io;
@@ -137,6 +137,36 @@ impl<S: Socket> AsyncWrite for Coalesced<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.as_mut().poll_drain(cx))?;
         self.project().inner.poll_shutdown(cx)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A connection future that counts its polls in [`ConnState::epoch`], for the
+    /// [`Coalesced`] IO beneath it; other connections don't pay for the count.
+    pub(crate) struct Counted<F> {
+        #[pin]
+        inner: F,
+        state: Arc<ConnState>,
+    }
+}
+
+impl<F> Counted<F> {
+    pub(crate) fn new(inner: F, state: Arc<ConnState>) -> Self {
+        Counted { inner, state }
+    }
+
+    pub(crate) fn inner(self: Pin<&mut Self>) -> Pin<&mut F> {
+        self.project().inner
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Counted<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        this.state.epoch.fetch_add(1, Ordering::Relaxed);
+        this.inner.poll(cx)
     }
 }
 

@@ -36,7 +36,7 @@ pub(crate) struct ConnState {
     wrote_bytes: AtomicBool,
     started: AtomicU64,
     in_flight: AtomicU32,
-    /// Polls of the connection's task so far (see [`super::coalesce`]).
+    /// Polls of an HTTP/2-over-TLS connection so far (see [`super::coalesce`]).
     pub(crate) epoch: std::sync::atomic::AtomicU32,
     /// Requests whose Service has not produced a response head yet (a proxy waiting on its
     /// upstream): their silence is the Service's to time out, not the watchdog's.

@@ -566,8 +566,15 @@ async fn serve_tls(
     if h2 {
         let io = coalesce::Coalesced::new(stream, state.clone());
         let io = conn::TrackedIo::new(io, state.clone(), None);
-        let conn = settings.h2.serve_connection(io, svc);
-        drive(conn, |c| c.graceful_shutdown(), state, settings, shutdown).await
+        let conn = coalesce::Counted::new(settings.h2.serve_connection(io, svc), state.clone());
+        drive(
+            conn,
+            |c| c.inner().graceful_shutdown(),
+            state,
+            settings,
+            shutdown,
+        )
+        .await
     } else {
         let io = conn::TrackedIo::new(stream, state.clone(), None);
         let conn = settings.builder.serve_connection(io, svc).with_upgrades();
@@ -588,7 +595,6 @@ async fn drive<C, E>(
     E: std::fmt::Display,
 {
     tokio::pin!(conn);
-    let epoch = state.clone();
     let mut dog = conn::Watchdog::new(state, settings.keep_alive, settings.header_read);
     let sleep = tokio::time::sleep(dog.tick());
     tokio::pin!(sleep);
@@ -599,10 +605,7 @@ async fn drive<C, E>(
     loop {
         tokio::select! {
             biased;
-            res = std::future::poll_fn(|cx| {
-                epoch.epoch.fetch_add(1, Ordering::Relaxed);
-                conn.as_mut().poll(cx)
-            }) => {
+            res = conn.as_mut() => {
                 if let Err(e) = res {
                     tracing::debug!("connection: {e}");
                 }
