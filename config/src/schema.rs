@@ -275,15 +275,21 @@ pub struct Route {
     pub auth: Option<AuthConfig>,
 }
 
-/// `[routes.auth]`: HTTP Basic from an htpasswd file, or Bearer JWTs (one of the two).
+/// `[routes.auth]`: HTTP Basic from an htpasswd file, Bearer JWTs, or forward auth (one
+/// of the three).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// An htpasswd file (bcrypt, SHA-256/512-crypt, apr1 or {SHA} hashes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub htpasswd: Option<PathBuf>,
+    /// With `htpasswd`: the users let in (empty: all); any other valid user gets 403.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jwt: Option<JwtConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward: Option<ForwardAuthConfig>,
     pub realm: String,
     /// A verified user and password are remembered this long.
     #[serde(with = "humantime_serde")]
@@ -294,7 +300,9 @@ impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
             htpasswd: None,
+            users: Vec::new(),
             jwt: None,
+            forward: None,
             realm: "gatehouse".into(),
             cache_ttl: Duration::from_secs(60),
         }
@@ -306,7 +314,19 @@ impl Default for AuthConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct JwtConfig {
     /// A JWK set (JSON), a PEM public key, or for HS algorithms the secret.
-    pub key_file: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// Or a JWK set fetched from this URL: refreshed every `jwks_refresh`, and when a
+    /// token names a key it doesn't hold (at most once per `jwks_refresh_min`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwks_url: Option<String>,
+    #[serde(with = "humantime_serde")]
+    pub jwks_refresh: Duration,
+    #[serde(with = "humantime_serde")]
+    pub jwks_refresh_min: Duration,
+    /// How long a JWKS fetch may take.
+    #[serde(with = "humantime_serde")]
+    pub jwks_timeout: Duration,
     /// Accepted algorithms (HS256, RS256, PS256, ES256, EdDSA, ...), all of one key kind.
     pub algorithms: Vec<String>,
     /// Accepted `iss` values (empty: not checked).
@@ -319,17 +339,52 @@ pub struct JwtConfig {
     /// Claims sent on as request headers: `{ sub = "X-User" }`. A client's own header of
     /// that name is removed.
     pub forward_claims: std::collections::BTreeMap<String, String>,
+    /// Claims a valid token must carry, else 403: `{ scope = ["admin"] }` lets in a token
+    /// whose `scope` (a string, space-separated words, or a list) holds `admin`.
+    pub require: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// `[routes.auth.forward]`: ask an auth service, as nginx `auth_request` and Traefik
+/// ForwardAuth do. 2xx lets the request in; 401, 403 and redirects go back to the
+/// client; anything else, or no answer within `timeout`, is a 503.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ForwardAuthConfig {
+    /// The auth service, `http://` or `https://`.
+    pub url: String,
+    /// Request headers passed to the auth service.
+    pub request_headers: Vec<String>,
+    /// Headers of a 2xx answer copied onto the request (a client's own are removed).
+    pub response_headers: Vec<String>,
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Default for ForwardAuthConfig {
+    fn default() -> Self {
+        ForwardAuthConfig {
+            url: String::new(),
+            request_headers: vec!["authorization".into(), "cookie".into()],
+            response_headers: Vec::new(),
+            timeout: Duration::from_secs(5),
+        }
+    }
 }
 
 impl Default for JwtConfig {
     fn default() -> Self {
         JwtConfig {
-            key_file: PathBuf::new(),
+            key_file: None,
+            jwks_url: None,
+            jwks_refresh: Duration::from_secs(900),
+            jwks_refresh_min: Duration::from_secs(10),
+            jwks_timeout: Duration::from_secs(5),
             algorithms: vec!["RS256".into()],
             issuers: Vec::new(),
             audiences: Vec::new(),
             leeway: Duration::from_secs(30),
             forward_claims: Default::default(),
+            require: Default::default(),
         }
     }
 }

@@ -146,20 +146,50 @@ pub(crate) fn normalise_and_validate(
         }
 
         if let Some(a) = &route.auth {
-            match (&a.htpasswd, &a.jwt) {
-                (Some(f), None) if !f.is_file() => c.err(
+            let set = [a.htpasswd.is_some(), a.jwt.is_some(), a.forward.is_some()];
+            if set.iter().filter(|b| **b).count() != 1 {
+                c.err(
+                    format!("{k}.auth"),
+                    "set one of htpasswd (Basic), [routes.auth.jwt] (Bearer) or \
+                     [routes.auth.forward]",
+                );
+            }
+            if let Some(f) = a.htpasswd.as_ref().filter(|f| !f.is_file()) {
+                c.err(
                     format!("{k}.auth.htpasswd"),
                     format!("{} is not a file", f.display()),
-                ),
-                (None, Some(j)) if !j.key_file.is_file() => c.err(
-                    format!("{k}.auth.jwt.key_file"),
-                    format!("{} is not a file", j.key_file.display()),
-                ),
-                (Some(_), Some(_)) | (None, None) => c.err(
-                    format!("{k}.auth"),
-                    "set one of htpasswd (Basic) or [routes.auth.jwt] (Bearer)",
-                ),
-                _ => {}
+                );
+            }
+            if !a.users.is_empty() && a.htpasswd.is_none() {
+                c.err(format!("{k}.auth.users"), "only applies with htpasswd");
+            }
+            if let Some(j) = &a.jwt {
+                check_jwt(&mut c, &format!("{k}.auth.jwt"), j);
+            }
+            if let Some(f) = &a.forward {
+                let kf = format!("{k}.auth.forward");
+                if !is_http_url(&f.url) {
+                    c.err(
+                        format!("{kf}.url"),
+                        format!("{:?} is not an http:// or https:// URL with a host", f.url),
+                    );
+                }
+                for (name, list) in [
+                    ("request_headers", &f.request_headers),
+                    ("response_headers", &f.response_headers),
+                ] {
+                    for (j, h) in list.iter().enumerate() {
+                        if http::HeaderName::try_from(h.as_str()).is_err() {
+                            c.err(
+                                format!("{kf}.{name}.{j}"),
+                                format!("{h:?} is not a header name"),
+                            );
+                        }
+                    }
+                }
+                if f.timeout.is_zero() {
+                    c.err(format!("{kf}.timeout"), "must be more than zero");
+                }
             }
             if a.realm.bytes().any(|b| b < 0x20 || b == 0x7f) {
                 c.err(
@@ -527,6 +557,45 @@ fn check_cidrs(c: &mut Collector, key: &str, list: &[String]) {
             c.err(
                 format!("{key}.{j}"),
                 format!("{cidr:?} is not an address or CIDR such as 10.0.0.0/8"),
+            );
+        }
+    }
+}
+
+fn is_http_url(u: &str) -> bool {
+    u.parse::<http::Uri>()
+        .is_ok_and(|uri| matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some())
+}
+
+fn check_jwt(c: &mut Collector, k: &str, j: &crate::JwtConfig) {
+    match (&j.key_file, &j.jwks_url) {
+        (Some(f), None) if !f.is_file() => c.err(
+            format!("{k}.key_file"),
+            format!("{} is not a file", f.display()),
+        ),
+        (None, Some(u)) if !is_http_url(u) => c.err(
+            format!("{k}.jwks_url"),
+            format!("{u:?} is not an http:// or https:// URL with a host"),
+        ),
+        (Some(_), Some(_)) | (None, None) => {
+            c.err(k.to_string(), "set one of key_file or jwks_url")
+        }
+        _ => {}
+    }
+    if j.jwks_timeout.is_zero() {
+        c.err(format!("{k}.jwks_timeout"), "must be more than zero");
+    }
+    if j.jwks_refresh < j.jwks_refresh_min {
+        c.err(
+            format!("{k}.jwks_refresh"),
+            "must not be shorter than jwks_refresh_min",
+        );
+    }
+    for (claim, values) in &j.require {
+        if values.is_empty() {
+            c.err(
+                format!("{k}.require.{claim}"),
+                "list at least one accepted value",
             );
         }
     }

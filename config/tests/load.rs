@@ -256,3 +256,54 @@ fn basic_auth_needs_its_file() {
         .to_string();
     assert!(e.contains("routes.0.auth.htpasswd"), "{e}");
 }
+
+#[test]
+fn auth_settings_are_checked_and_named() {
+    let cases = [
+        (
+            "[routes.auth.jwt]\nkey_file = \"/etc/hostname\"\njwks_url = \"https://idp.test/jwks\"\n",
+            "routes.0.auth.jwt",
+            "one of key_file or jwks_url",
+        ),
+        (
+            "[routes.auth.jwt]\njwks_url = \"ftp://idp.test/jwks\"\n",
+            "routes.0.auth.jwt.jwks_url",
+            "not an http",
+        ),
+        (
+            "[routes.auth.jwt]\njwks_url = \"https://idp.test/jwks\"\nrequire = { scope = [] }\n",
+            "routes.0.auth.jwt.require.scope",
+            "at least one",
+        ),
+        (
+            "[routes.auth.forward]\nurl = \"auth-service\"\n",
+            "routes.0.auth.forward.url",
+            "not an http",
+        ),
+        (
+            "[routes.auth.forward]\nurl = \"http://127.0.0.1:9/\"\nresponse_headers = [\"bad header\"]\n",
+            "routes.0.auth.forward.response_headers.0",
+            "not a header name",
+        ),
+        (
+            "htpasswd = \"/etc/hostname\"\n[routes.auth.forward]\nurl = \"http://127.0.0.1:9/\"\n",
+            "routes.0.auth",
+            "set one of",
+        ),
+        (
+            "users = [\"ann\"]\n[routes.auth.forward]\nurl = \"http://127.0.0.1:9/\"\n",
+            "routes.0.auth.users",
+            "only applies with htpasswd",
+        ),
+    ];
+    for (tables, key, why) in cases {
+        let e = load(&format!(
+            "[[routes]]\n[routes.static]\n[routes.auth]\n{tables}"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(key) && e.contains(why), "{key} / {why} in: {e}");
+    }
+    load("[[routes]]\n[routes.static]\n[routes.auth.forward]\nurl = \"http://127.0.0.1:9/auth\"\n")
+        .unwrap();
+}

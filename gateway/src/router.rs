@@ -22,7 +22,9 @@ use gatehouse_config::{
 use gatehouse_layers::access_log::{
     AccessLog, Destination, Format, LogBody, LogWriter, Record, Rotation,
 };
-use gatehouse_layers::auth::{BasicAuth, JwtAuth, JwtOptions, Verdict};
+use gatehouse_layers::auth::{
+    Auth, BasicAuth, Check, Client, ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions,
+};
 use gatehouse_layers::cidr::{client_ip, CidrSet};
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
@@ -67,16 +69,11 @@ struct RouteEntry {
     svc: RouteService,
     log: Option<AccessLog>,
     access: Option<Arc<IpRules>>,
-    auth: Option<RouteAuth>,
+    auth: Option<Auth>,
 }
 
-#[derive(Clone)]
-enum RouteAuth {
-    Basic(BasicAuth),
-    Jwt(JwtAuth),
-}
-
-fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<RouteAuth> {
+fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
+    let err = |key: &str, e: String| io::Error::other(format!("routes.{i}.auth.{key}: {e}"));
     if let Some(j) = &a.jwt {
         let o = JwtOptions {
             algorithms: j.algorithms.clone(),
@@ -88,16 +85,42 @@ fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<RouteAut
                 .iter()
                 .map(|(c, h)| (c.clone(), h.clone()))
                 .collect(),
+            require: j
+                .require
+                .iter()
+                .map(|(c, v)| (c.clone(), v.clone()))
+                .collect(),
             realm: a.realm.clone(),
         };
-        return JwtAuth::from_key_file(&j.key_file, &o)
-            .map(RouteAuth::Jwt)
-            .map_err(|e| io::Error::other(format!("routes.{i}.auth.jwt: {e}")));
+        let jwt = match (&j.key_file, &j.jwks_url) {
+            (Some(f), _) => JwtAuth::from_key_file(f, &o),
+            (None, Some(url)) => JwtAuth::from_jwks_url(
+                url,
+                &o,
+                JwksOptions {
+                    refresh: j.jwks_refresh,
+                    refresh_min: j.jwks_refresh_min,
+                    timeout: j.jwks_timeout,
+                },
+            ),
+            (None, None) => Err("set key_file or jwks_url".into()),
+        };
+        return jwt.map(Auth::Jwt).map_err(|e| err("jwt", e));
+    }
+    if let Some(f) = &a.forward {
+        let o = ForwardOptions {
+            request_headers: f.request_headers.clone(),
+            response_headers: f.response_headers.clone(),
+            timeout: f.timeout,
+        };
+        return ForwardAuth::new(&f.url, &o)
+            .map(Auth::Forward)
+            .map_err(|e| err("forward", e));
     }
     let file = a.htpasswd.clone().unwrap_or_default();
     BasicAuth::open(&file, &a.realm, a.cache_ttl)
-        .map(RouteAuth::Basic)
-        .map_err(|e| io::Error::other(format!("routes.{i}.auth.htpasswd: {e}")))
+        .map(|b| Auth::Basic(b.allow_users(a.users.iter().cloned())))
+        .map_err(|e| err("htpasswd", e))
 }
 
 /// A route's client IP rules.
@@ -440,7 +463,7 @@ impl GatewayRouter {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.dispatch_inner(req, conn, log, false)
+        self.dispatch_inner(req, conn, log, None)
     }
 
     fn dispatch_inner<B>(
@@ -448,7 +471,7 @@ impl GatewayRouter {
         mut req: Request<B>,
         conn: ConnInfo,
         log: &mut Option<PendingLog>,
-        authed: bool,
+        authed: Option<&Auth>,
     ) -> RouterFuture
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
@@ -500,41 +523,33 @@ impl GatewayRouter {
             }
             *req.uri_mut() = o;
         }
-        if let Some(RouteAuth::Jwt(jwt)) = &route.auth {
-            // Claims forwarded as headers replace anything the client sent by those names.
-            for h in jwt.forwarded_headers() {
-                req.headers_mut().remove(h);
-            }
-            match jwt.check(req.headers()) {
-                Ok(claims) => {
-                    for (h, v) in claims {
-                        req.headers_mut().insert(h, v);
-                    }
-                }
-                Err(res) => return RouterFuture::ready((*res).map(GateBody::full)),
-            }
-        }
-        if let (Some(RouteAuth::Basic(auth)), false) = (&route.auth, authed) {
-            match auth.check(req.headers()) {
-                Verdict::Allowed => {}
-                Verdict::Unauthorized => {
-                    return RouterFuture::ready(auth.unauthorized().map(GateBody::full));
-                }
-                Verdict::Verify(p) => {
-                    // bcrypt takes milliseconds by design: verified on the blocking pool,
-                    // then the request is routed again (to the same route) and served.
+        if let Some(auth) = route
+            .auth
+            .as_ref()
+            .filter(|a| !authed.is_some_and(|b| b.same(a)))
+        {
+            let client = Client {
+                ip: conn.peer.map(|p| p.ip()),
+                https: conn.https,
+            };
+            match auth.check(&mut req, client) {
+                Check::Allow => {}
+                Check::Deny(res) => return RouterFuture::ready(res.map(GateBody::full)),
+                Check::Wait(check) => {
+                    // The check decides later (bcrypt on the blocking pool, a JWKS fetch,
+                    // the auth service): then the request is routed again, and served
+                    // only if it lands on a route with this same check.
                     let (router, auth) = (self.clone(), auth.clone());
                     return RouterFuture {
                         kind: Kind::Auth {
                             fut: Box::pin(async move {
-                                let a = auth.clone();
-                                let ok = tokio::task::spawn_blocking(move || a.verify(p))
-                                    .await
-                                    .unwrap_or(false);
-                                if !ok {
-                                    return Ok(auth.unauthorized().map(GateBody::full));
+                                match check.await {
+                                    Ok(grant) => grant.apply(req.headers_mut()),
+                                    Err(res) => return Ok(res.map(GateBody::full)),
                                 }
-                                router.dispatch_inner(req, conn, &mut None, true).await
+                                router
+                                    .dispatch_inner(req, conn, &mut None, Some(&auth))
+                                    .await
                             }),
                         },
                         log: None,

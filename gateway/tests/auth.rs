@@ -284,3 +284,295 @@ fn jwt_keys_from_a_jwk_set_are_chosen_by_kid() {
         "unknown kid"
     );
 }
+
+// --- 403: valid but not let in -------------------------------------------------------
+
+#[test]
+fn a_valid_user_outside_the_users_list_gets_403() {
+    let users = tempfile::tempdir().unwrap();
+    let file = users.path().join("users");
+    std::fs::write(&file, format!("ann:{APR1}\nsam:{SHA512}\n")).unwrap();
+    let (_dir, s) = admin_and_root(&format!(
+        "[routes.auth]\nhtpasswd = {:?}\nusers = [\"ann\"]",
+        file.display().to_string()
+    ));
+    for _ in 0..2 {
+        // The second time from the cache, which must not skip the list.
+        let r = s.get_with("/admin/secret.txt", &basic("sam", "s3cret"));
+        assert_eq!(r.status, 403);
+        assert_ne!(r.text(), "from the admin route");
+        assert_eq!(
+            s.get_with("/admin/secret.txt", &basic("ann", "s3cret"))
+                .status,
+            200
+        );
+    }
+    assert_eq!(
+        s.get_with("/admin/secret.txt", &basic("sam", "wrong"))
+            .status,
+        401,
+        "wrong credentials are a 401 whoever the user"
+    );
+}
+
+// --- JWKS from a URL -----------------------------------------------------------------
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+const JWK_1: &str = r#"{"kty":"oct","kid":"k1","alg":"HS256","k":"c2VjcmV0LW9uZQ"}"#;
+const JWK_2: &str = r#"{"kty":"oct","kid":"k2","alg":"HS256","k":"c2VjcmV0LXR3bw"}"#;
+
+/// A key server whose set can be changed, counting its fetches.
+fn jwks_server(set: Arc<Mutex<String>>, hits: Arc<AtomicUsize>) -> std::net::SocketAddr {
+    let app = axum::Router::new().route(
+        "/keys",
+        axum::routing::get(move || {
+            let (set, hits) = (set.clone(), hits.clone());
+            async move {
+                hits.fetch_add(1, Ordering::SeqCst);
+                let body = set.lock().unwrap().clone();
+                ([("content-type", "application/json")], body)
+            }
+        }),
+    );
+    serve_axum(loopback(), app)
+}
+
+fn hs_token(kid: &str, secret: &[u8], extra: serde_json::Value) -> String {
+    let mut h = Header::new(Algorithm::HS256);
+    h.kid = Some(kid.into());
+    encode(&h, &claims(extra), &EncodingKey::from_secret(secret)).unwrap()
+}
+
+/// An upstream answering with the named request headers it got, `-` for a missing one.
+fn echo_upstream(names: &'static [&'static str]) -> std::net::SocketAddr {
+    let app = axum::Router::new().fallback(move |h: http::HeaderMap| async move {
+        names
+            .iter()
+            .map(|n| {
+                let all: Vec<_> = h.get_all(*n).iter().map(|v| v.to_str().unwrap()).collect();
+                if all.is_empty() {
+                    "-".to_string()
+                } else {
+                    all.join(",")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    });
+    serve_axum(loopback(), app)
+}
+
+#[test]
+fn jwks_url_is_fetched_and_refetched_for_an_unknown_kid_only_so_often() {
+    let set = Arc::new(Mutex::new(format!("{{\"keys\":[{JWK_1}]}}")));
+    let hits = Arc::new(AtomicUsize::new(0));
+    let keys = jwks_server(set.clone(), hits.clone());
+    let up = echo_upstream(&["x-user"]);
+    let s = TestServer::site(&format!(
+        "[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n[routes.auth.jwt]\njwks_url = \"http://{keys}/keys\"\njwks_refresh_min = \"300ms\"\nalgorithms = [\"HS256\"]\nissuers = [\"https://issuer.test\"]\naudiences = [\"gatehouse\"]\nforward_claims = {{ sub = \"X-User\" }}\nrequire = {{ scope = [\"read\", \"admin\"] }}\n"
+    ));
+    let read = serde_json::json!({"scope": "profile read"});
+    let k1 = hs_token("k1", b"secret-one", read.clone());
+    let r = s.get_with("/api/x", &format!("{}X-User: forged\r\n", bearer(&k1)));
+    assert_eq!((r.status, r.text().as_str()), (200, "user-7"));
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "fetched when first needed");
+    assert_eq!(s.get_with("/api/x", &bearer(&k1)).status, 200);
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "and then held");
+
+    // Valid, but without a required scope: 403, saying so as RFC 6750 §3.1 has it.
+    let r = s.get_with(
+        "/api/x",
+        &bearer(&hs_token(
+            "k1",
+            b"secret-one",
+            serde_json::json!({"scope": "write"}),
+        )),
+    );
+    assert_eq!(r.status, 403);
+    assert!(
+        r.header("www-authenticate")
+            .unwrap()
+            .contains("error=\"insufficient_scope\""),
+        "{:?}",
+        r.headers
+    );
+    let listed = hs_token(
+        "k1",
+        b"secret-one",
+        serde_json::json!({"scope": ["x", "admin"]}),
+    );
+    assert_eq!(s.get_with("/api/x", &bearer(&listed)).status, 200);
+
+    // k2 is rotated in at the key server: the first token naming it brings a refetch.
+    *set.lock().unwrap() = format!("{{\"keys\":[{JWK_1},{JWK_2}]}}");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let k2 = hs_token("k2", b"secret-two", read.clone());
+    let r = s.get_with("/api/x", &bearer(&k2));
+    assert_eq!((r.status, r.text().as_str()), (200, "user-7"));
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+
+    // Made-up kids: one refetch at most per jwks_refresh_min, however many tokens.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    for _ in 0..5 {
+        let t = hs_token("k9", b"secret-one", read.clone());
+        assert_eq!(s.get_with("/api/x", &bearer(&t)).status, 401);
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 3);
+    // A key dropped from the set stops working once the set is refetched.
+    *set.lock().unwrap() = format!("{{\"keys\":[{JWK_2}]}}");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let t = hs_token("k9", b"secret-one", read.clone());
+    assert_eq!(s.get_with("/api/x", &bearer(&t)).status, 401);
+    assert_eq!(hits.load(Ordering::SeqCst), 4);
+    assert_eq!(s.get_with("/api/x", &bearer(&k1)).status, 401);
+    assert_eq!(s.get_with("/api/x", &bearer(&k2)).status, 200);
+}
+
+#[test]
+fn a_jwks_server_that_is_down_lets_nobody_in_and_keeps_no_request_waiting_long() {
+    let dead = loopback().local_addr().unwrap(); // bound, then closed: refused
+    let up = echo_upstream(&["x-user"]);
+    let s = TestServer::site(&format!(
+        "[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n[routes.auth.jwt]\njwks_url = \"http://{dead}/keys\"\njwks_timeout = \"1s\"\nalgorithms = [\"HS256\"]\n"
+    ));
+    let t = std::time::Instant::now();
+    let k1 = hs_token("k1", b"secret-one", serde_json::json!({}));
+    assert_eq!(s.get_with("/api/x", &bearer(&k1)).status, 401);
+    assert!(t.elapsed() < std::time::Duration::from_secs(3));
+}
+
+// --- Forward auth --------------------------------------------------------------------
+
+/// An auth service deciding on the `Authorization` header it is passed.
+fn auth_service() -> std::net::SocketAddr {
+    let app = axum::Router::new().fallback(|method: http::Method, h: http::HeaderMap| async move {
+        let get = |n: &str| h.get(n).map(|v| v.to_str().unwrap().to_string());
+        let seen = format!(
+            "{method} {} {} {} {}",
+            get("x-forwarded-method").unwrap_or_default(),
+            get("x-forwarded-uri").unwrap_or_default(),
+            get("x-forwarded-host").unwrap_or_default(),
+            get("x-forwarded-for").unwrap_or_default(),
+        );
+        let mut res = http::Response::builder();
+        let body = match get("authorization").as_deref() {
+            Some("let-me-in") => {
+                res = res
+                    .status(204)
+                    .header("x-auth-user", "alice")
+                    .header("x-auth-seen", seen)
+                    .header("x-not-copied", "1");
+                ""
+            }
+            Some("no") => {
+                res = res.status(403).header("content-type", "text/plain");
+                "not you"
+            }
+            Some("login") => {
+                res = res.status(302).header("location", "https://login.test/");
+                ""
+            }
+            Some("boom") => {
+                res = res.status(500);
+                "broken"
+            }
+            Some("slow") => {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                res = res.status(204);
+                ""
+            }
+            _ => {
+                res = res
+                    .status(401)
+                    .header("www-authenticate", "Custom realm=\"sso\"");
+                "who are you"
+            }
+        };
+        res.body(axum::body::Body::from(body)).unwrap()
+    });
+    serve_axum(loopback(), app)
+}
+
+fn forward_server(auth: std::net::SocketAddr) -> TestServer {
+    let up = echo_upstream(&[
+        "x-auth-user",
+        "x-auth-seen",
+        "x-not-copied",
+        "authorization",
+    ]);
+    TestServer::site(&format!(
+        "[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n[routes.auth.forward]\nurl = \"http://{auth}/check\"\nresponse_headers = [\"x-auth-user\", \"x-auth-seen\"]\ntimeout = \"500ms\"\n"
+    ))
+}
+
+fn authz(v: &str) -> String {
+    format!("Authorization: {v}\r\n")
+}
+
+#[test]
+fn forward_auth_allow_copies_the_chosen_headers_and_deny_answers_as_the_service_did() {
+    let s = forward_server(auth_service());
+    let r = s.get_with(
+        "/api/x?q=1",
+        &format!("{}X-Auth-User: mallory\r\n", authz("let-me-in")),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.text(),
+        "alice|GET GET /api/x?q=1 test 127.0.0.1|-|let-me-in",
+        "the client's own X-Auth-User is gone, X-Not-Copied wasn't chosen"
+    );
+    // POST is asked about as POST, without the body.
+    let r = send(
+        s.addr,
+        "POST /api/form HTTP/1.1\r\nHost: test\r\nAuthorization: let-me-in\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("POST POST /api/form"), "{}", r.text());
+
+    let r = s.get("/api/x");
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some("Custom realm=\"sso\""));
+    assert_eq!(r.text(), "who are you");
+    let r = s.get_with("/api/x", &authz("no"));
+    assert_eq!((r.status, r.text().as_str()), (403, "not you"));
+    let r = s.get_with("/api/x", &authz("login"));
+    assert_eq!(r.status, 302);
+    assert_eq!(r.header("location"), Some("https://login.test/"));
+}
+
+#[test]
+fn forward_auth_failing_slow_or_down_is_503_never_an_allow() {
+    let s = forward_server(auth_service());
+    let r = s.get_with("/api/x", &authz("boom"));
+    assert_eq!(r.status, 503);
+    assert_ne!(r.text(), "broken");
+    let t = std::time::Instant::now();
+    assert_eq!(s.get_with("/api/x", &authz("slow")).status, 503);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(3),
+        "the timeout holds"
+    );
+
+    let dead = loopback().local_addr().unwrap();
+    let s = forward_server(dead);
+    assert_eq!(s.get_with("/api/x", &authz("let-me-in")).status, 503);
+}
+
+#[test]
+fn forward_auth_guards_every_spelling_of_the_path() {
+    let s = forward_server(auth_service());
+    for p in ["/api/x", "//api/x", "/./api/x", "/%61pi/x", "/API/x"] {
+        let r = s.get(p);
+        // 400: a proxy refuses dot segments outright.
+        assert!(
+            matches!(r.status, 400 | 401 | 404),
+            "{p}: {} {}",
+            r.status,
+            r.text()
+        );
+        assert!(!r.text().contains('|'), "{p} reached the upstream");
+    }
+}

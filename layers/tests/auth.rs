@@ -4,7 +4,7 @@
 
 use axum::{body::Body, routing::get, Router};
 use base64::Engine;
-use gatehouse_layers::auth::{BasicAuth, BasicAuthLayer, Htpasswd, Verdict};
+use gatehouse_layers::auth::{AuthLayer, BasicAuth, Htpasswd, Verdict};
 use http::{HeaderMap, Request, StatusCode};
 use std::time::Duration;
 use tower::ServiceExt;
@@ -50,7 +50,7 @@ fn a_success_is_cached_and_a_changed_file_is_reloaded() {
     let Verdict::Verify(p) = auth.check(&basic("b", "s3cret")) else {
         panic!("a first request must be verified");
     };
-    assert!(auth.verify(p));
+    assert!(matches!(auth.verify(p), Verdict::Allowed));
     assert!(matches!(
         auth.check(&basic("b", "s3cret")),
         Verdict::Allowed
@@ -59,7 +59,7 @@ fn a_success_is_cached_and_a_changed_file_is_reloaded() {
     let Verdict::Verify(p) = auth.check(&basic("b", "wrong")) else {
         panic!()
     };
-    assert!(!auth.verify(p));
+    assert!(matches!(auth.verify(p), Verdict::Unauthorized));
     assert!(matches!(
         auth.check(&HeaderMap::new()),
         Verdict::Unauthorized
@@ -74,14 +74,14 @@ fn a_success_is_cached_and_a_changed_file_is_reloaded() {
     let Verdict::Verify(p) = auth.check(&basic("b", "s3cret")) else {
         panic!("the cache must not outlive the file");
     };
-    assert!(!auth.verify(p));
+    assert!(matches!(auth.verify(p), Verdict::Unauthorized));
     // A broken file is refused and the users stay.
     std::thread::sleep(Duration::from_millis(1100));
     std::fs::write(&path, "a:plaintext-password\n").unwrap();
     let Verdict::Verify(p) = auth.check(&basic("a", "s3cret")) else {
         panic!()
     };
-    assert!(auth.verify(p));
+    assert!(matches!(auth.verify(p), Verdict::Allowed));
 }
 
 #[tokio::test]
@@ -92,7 +92,7 @@ async fn the_layer_answers_401_with_a_challenge_or_passes_the_request_on() {
     let auth = BasicAuth::open(&path, "admin \"area\"", Duration::from_secs(60)).unwrap();
     let app: Router = Router::new()
         .route("/", get(|| async { "secret" }))
-        .layer(BasicAuthLayer::new(auth));
+        .layer(AuthLayer::new(auth));
     let send = |h: HeaderMap| {
         let app = app.clone();
         async move {
@@ -113,4 +113,135 @@ async fn the_layer_answers_401_with_a_challenge_or_passes_the_request_on() {
     );
     assert_eq!(send(basic("s5", "s3cret")).await.status(), StatusCode::OK);
     assert_eq!(send(basic("s5", "s3cret")).await.status(), StatusCode::OK);
+}
+
+// --- The same layer with the other checks ---------------------------------------------
+
+use gatehouse_layers::auth::{ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions};
+
+async fn serve(app: Router) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await });
+    addr
+}
+
+fn with_auth(h: &str) -> HeaderMap {
+    let mut m = HeaderMap::new();
+    m.insert("authorization", h.parse().unwrap());
+    m
+}
+
+async fn status_and_body(app: &Router, h: HeaderMap) -> (StatusCode, String) {
+    let mut req = Request::get("/").body(Body::empty()).unwrap();
+    *req.headers_mut() = h;
+    let r = app.clone().oneshot(req).await.unwrap();
+    let status = r.status();
+    let body = http_body_util::BodyExt::collect(r.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn forward_auth_in_an_axum_app() {
+    let service = Router::new().fallback(|h: HeaderMap| async move {
+        match h.get("authorization").map(|v| v.to_str().unwrap()) {
+            Some("ok") => http::Response::builder()
+                .status(200)
+                .header("x-user", "bo")
+                .body(Body::empty())
+                .unwrap(),
+            _ => http::Response::builder()
+                .status(401)
+                .body(Body::from("no"))
+                .unwrap(),
+        }
+    });
+    let url = format!("http://{}/auth", serve(service).await);
+    let o = ForwardOptions {
+        response_headers: vec!["x-user".into()],
+        ..Default::default()
+    };
+    let app: Router = Router::new()
+        .route(
+            "/",
+            get(|h: HeaderMap| async move { format!("hi {:?}", h.get("x-user").unwrap()) }),
+        )
+        .layer(AuthLayer::new(ForwardAuth::new(&url, &o).unwrap()));
+    assert_eq!(
+        status_and_body(&app, with_auth("ok")).await,
+        (StatusCode::OK, "hi \"bo\"".into())
+    );
+    assert_eq!(
+        status_and_body(&app, HeaderMap::new()).await,
+        (StatusCode::UNAUTHORIZED, "no".into())
+    );
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let app: Router = Router::new()
+        .route("/", get(|| async { "in" }))
+        .layer(AuthLayer::new(
+            ForwardAuth::new(&format!("http://{dead}/"), &o).unwrap(),
+        ));
+    assert_eq!(
+        status_and_body(&app, with_auth("ok")).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
+#[tokio::test]
+async fn jwt_from_a_jwks_url_in_an_axum_app() {
+    let keys = Router::new().route(
+        "/jwks",
+        get(|| async {
+            r#"{"keys":[{"kty":"oct","kid":"a","alg":"HS256","k":"c2VjcmV0LW9uZQ"}]}"#
+        }),
+    );
+    let url = format!("http://{}/jwks", serve(keys).await);
+    let o = JwtOptions {
+        algorithms: vec!["HS256".into()],
+        issuers: vec![],
+        audiences: vec![],
+        leeway: Duration::from_secs(5),
+        forward_claims: vec![],
+        require: vec![("role".into(), vec!["ops".into()])],
+        realm: "r".into(),
+    };
+    let jwt = JwtAuth::from_jwks_url(&url, &o, JwksOptions::default()).unwrap();
+    let app: Router = Router::new()
+        .route("/", get(|| async { "in" }))
+        .layer(AuthLayer::new(jwt));
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 60;
+    let token = |role: &str| {
+        let mut h = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+        h.kid = Some("a".into());
+        jsonwebtoken::encode(
+            &h,
+            &serde_json::json!({"exp": exp, "role": role}),
+            &jsonwebtoken::EncodingKey::from_secret(b"secret-one"),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        status_and_body(&app, with_auth(&format!("Bearer {}", token("ops")))).await,
+        (StatusCode::OK, "in".into())
+    );
+    assert_eq!(
+        status_and_body(&app, with_auth(&format!("Bearer {}", token("dev"))))
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        status_and_body(&app, HeaderMap::new()).await.0,
+        StatusCode::UNAUTHORIZED
+    );
 }

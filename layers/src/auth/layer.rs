@@ -1,45 +1,58 @@
-use super::{BasicAuth, Verdict};
+use super::{Auth, Check, Client};
 use bytes::Bytes;
+use futures_util::future::{Either, Ready};
 use http::{Request, Response};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
-/// Requires HTTP Basic credentials from a [`BasicAuth`] for every request.
+/// Requires every request to pass an [`Auth`] check (Basic, JWT or forward auth).
 #[derive(Clone, Debug)]
-pub struct BasicAuthLayer {
-    auth: BasicAuth,
+pub struct AuthLayer {
+    auth: Auth,
 }
 
-impl BasicAuthLayer {
-    pub fn new(auth: BasicAuth) -> Self {
-        BasicAuthLayer { auth }
+impl AuthLayer {
+    pub fn new(auth: impl Into<Auth>) -> Self {
+        AuthLayer { auth: auth.into() }
     }
 }
 
-impl<S> Layer<S> for BasicAuthLayer {
-    type Service = BasicAuthService<S>;
+impl<S> Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
 
-    fn layer(&self, inner: S) -> BasicAuthService<S> {
-        BasicAuthService {
+    fn layer(&self, inner: S) -> AuthService<S> {
+        AuthService {
             inner,
             auth: self.auth.clone(),
         }
     }
 }
 
-/// The Service of [`BasicAuthLayer`].
+/// The Service of [`AuthLayer`].
 #[derive(Clone, Debug)]
-pub struct BasicAuthService<S> {
+pub struct AuthService<S> {
     inner: S,
-    auth: BasicAuth,
+    auth: Auth,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-impl<S, ReqB, ResB> Service<Request<ReqB>> for BasicAuthService<S>
+/// The client's address, when the app was served with axum's `ConnectInfo`.
+fn client<B>(req: &Request<B>) -> Client {
+    Client {
+        ip: req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip()),
+        https: req.uri().scheme() == Some(&http::uri::Scheme::HTTPS),
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for AuthService<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send,
@@ -49,35 +62,35 @@ where
 {
     type Response = Response<ResB>;
     type Error = S::Error;
-    type Future = BoxFuture<Result<Response<ResB>, S::Error>>;
+    type Future = Either<
+        Either<S::Future, Ready<Result<Response<ResB>, S::Error>>>,
+        BoxFuture<Result<Response<ResB>, S::Error>>,
+    >;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        let auth = self.auth.clone();
-        match auth.check(req.headers()) {
-            Verdict::Allowed => Box::pin(self.inner.call(req)),
-            Verdict::Unauthorized => {
-                let res = auth.unauthorized().map(ResB::from);
-                Box::pin(async move { Ok(res) })
-            }
-            Verdict::Verify(p) => {
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        let c = client(&req);
+        match self.auth.check(&mut req, c) {
+            Check::Allow => Either::Left(Either::Left(self.inner.call(req))),
+            Check::Deny(res) => Either::Left(Either::Right(futures_util::future::ready(Ok(
+                res.map(ResB::from)
+            )))),
+            Check::Wait(check) => {
                 // The inner Service was made ready for this call: take it, leave a clone.
                 let clone = self.inner.clone();
                 let mut inner = std::mem::replace(&mut self.inner, clone);
-                Box::pin(async move {
-                    let a = auth.clone();
-                    let ok = tokio::task::spawn_blocking(move || a.verify(p))
-                        .await
-                        .unwrap_or(false);
-                    if ok {
-                        inner.call(req).await
-                    } else {
-                        Ok(auth.unauthorized().map(ResB::from))
+                Either::Right(Box::pin(async move {
+                    match check.await {
+                        Ok(grant) => {
+                            grant.apply(req.headers_mut());
+                            inner.call(req).await
+                        }
+                        Err(res) => Ok(res.map(ResB::from)),
                     }
-                })
+                }))
             }
         }
     }
