@@ -30,7 +30,23 @@ pub struct Config {
     /// Certificates obtained and renewed from an ACME CA (Let's Encrypt and others).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acme: Option<AcmeConfig>,
+    /// Prometheus metrics at the admin listener's `/metrics`.
+    pub metrics: MetricsConfig,
     pub routes: Vec<Route>,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Off: no request is measured and `/metrics` answers 404. Read at start only.
+    pub enabled: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { enabled: true }
+    }
 }
 
 impl Default for Config {
@@ -47,6 +63,7 @@ impl Default for Config {
             h2c: false,
             tls: None,
             acme: None,
+            metrics: MetricsConfig::default(),
             routes: Vec::new(),
         }
     }

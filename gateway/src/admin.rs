@@ -39,6 +39,28 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         )
         .route("/healthz", get(|| async { plain(StatusCode::OK, "ok\n") }))
         .route(
+            "/metrics",
+            get({
+                let shared = shared.clone();
+                move || {
+                    let shared = shared.clone();
+                    async move {
+                        let Some(e) = shared.exporter.get() else {
+                            return plain(StatusCode::NOT_FOUND, "metrics are off\n");
+                        };
+                        let mut res = plain(StatusCode::OK, e.render());
+                        res.headers_mut().insert(
+                            http::header::CONTENT_TYPE,
+                            http::HeaderValue::from_static(
+                                "text/plain; version=0.0.4; charset=utf-8",
+                            ),
+                        );
+                        res
+                    }
+                }
+            }),
+        )
+        .route(
             "/readyz",
             get(move || {
                 let draining = shared.is_draining();
@@ -66,6 +88,18 @@ pub(crate) async fn serve(
         }
     };
     let app = router(shared.clone());
+    if shared.exporter.get().is_some() {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                if let Some(e) = shared.exporter.get() {
+                    e.upkeep();
+                }
+            }
+        });
+    }
     loop {
         tokio::select! {
             accepted = listener.accept() => {

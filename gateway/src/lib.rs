@@ -6,6 +6,7 @@ pub use router::GatewayRouter;
 
 pub mod admin;
 pub mod body;
+pub mod metrics;
 pub mod proxy;
 pub mod router;
 pub mod server;

@@ -119,6 +119,12 @@ fn run(o: Overrides) -> ExitCode {
         Ok(n) => tracing::debug!("open files limit: {n}"),
         Err(e) => tracing::warn!("could not raise the open files limit: {e}"),
     }
+    if config.metrics.enabled {
+        // Before the router and listeners: handles made earlier would record nothing.
+        if let Err(e) = gatehouse::metrics::install() {
+            tracing::warn!("metrics: {e}");
+        }
+    }
     let router = match gatehouse::router::build(&config) {
         Ok(r) => r,
         Err(e) => {
@@ -189,6 +195,7 @@ fn reloader(
             ("limits", config.limits != started.limits),
             ("h2c", config.h2c != started.h2c),
             ("acme", config.acme != started.acme),
+            ("metrics", config.metrics != started.metrics),
             (
                 "tls (other than tls.certs)",
                 config

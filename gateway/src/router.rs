@@ -26,6 +26,7 @@ use gatehouse_layers::auth::{
     Auth, BasicAuth, Check, Client, ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions,
 };
 use gatehouse_layers::cidr::{client_ip, CidrSet};
+use gatehouse_layers::metrics::RouteMetrics;
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
     self, DefaultPredicate, Encoding, Levels, Precompress, PrecompressBody, PrecompressLayer,
@@ -70,6 +71,31 @@ struct RouteEntry {
     log: Option<AccessLog>,
     access: Option<Arc<IpRules>>,
     auth: Option<Auth>,
+    metrics: Option<&'static RouteMetrics>,
+}
+
+/// One route's handles, made once per route name for the life of the process: a reload
+/// keeps counting into the same series, and requests reach them through a plain
+/// reference (no reference count bounced between cores).
+fn route_metrics(name: &str) -> &'static RouteMetrics {
+    static MADE: std::sync::OnceLock<std::sync::Mutex<HashMap<String, &'static RouteMetrics>>> =
+        std::sync::OnceLock::new();
+    let made = MADE.get_or_init(Default::default);
+    let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
+    made.entry(name.to_string())
+        .or_insert_with(|| Box::leak(Box::new(RouteMetrics::new(name))))
+}
+
+/// The label of requests no route took (a bad path, no route for it, a redirect to
+/// HTTPS, an ACME challenge).
+pub(crate) const UNROUTED: &str = "(none)";
+
+/// A route's caches, for the metrics.
+#[derive(Clone)]
+pub(crate) struct RouteCaches {
+    pub(crate) route: String,
+    pub(crate) files: Option<gatehouse_layers::open_file_cache::FileCache>,
+    pub(crate) variants: Option<gatehouse_layers::precompress::VariantCache>,
 }
 
 fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
@@ -166,6 +192,7 @@ struct Table {
     by_host: bool,
     /// Each proxy once (a route is in as many groups as it has hosts), for background work.
     proxies: Vec<Proxy>,
+    caches: Vec<RouteCaches>,
 }
 
 /// The gateway's router, built from the configuration. Clones share one table, which a
@@ -174,6 +201,8 @@ struct Table {
 #[derive(Clone)]
 pub struct GatewayRouter {
     table: Arc<ArcSwap<Table>>,
+    /// Where requests no route took are counted; `None` with metrics off.
+    unrouted: Option<&'static RouteMetrics>,
     /// One writer per log destination, shared by the routes (and the tables) that name it.
     logs: Arc<std::sync::Mutex<HashMap<Destination, LogWriter>>>,
 }
@@ -181,11 +210,20 @@ pub struct GatewayRouter {
 /// A request being logged: its record so far and where its line goes.
 pub(crate) type PendingLog = (Box<Record>, AccessLog);
 
+/// What dispatching a request leaves for the connection to finish when the response
+/// body is done: the access log line, and the route the request is counted under.
+#[derive(Default)]
+pub(crate) struct Pending {
+    pub(crate) log: Option<PendingLog>,
+    pub(crate) metrics: Option<&'static RouteMetrics>,
+}
+
 /// The router for `config`. Fails if a static root can't be opened.
 pub fn build(config: &Config) -> io::Result<GatewayRouter> {
     let logs = Arc::new(std::sync::Mutex::new(HashMap::new()));
     Ok(GatewayRouter {
         table: Arc::new(ArcSwap::from_pointee(build_table(config, &logs)?)),
+        unrouted: config.metrics.enabled.then(|| route_metrics(UNROUTED)),
         logs,
     })
 }
@@ -234,6 +272,7 @@ fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
     let mut wildcard: HashMap<Box<str>, Group> = HashMap::new();
     let mut any = Group::default();
     let mut proxies = Vec::new();
+    let mut caches = Vec::new();
     for (i, route) in config.routes.iter().enumerate() {
         let log = match &route.access_log {
             Some(cfg) => Some(access_log(i, cfg, logs)?),
@@ -245,6 +284,20 @@ fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
             RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().clone()),
             _ => {}
         }
+        let (files, variants) = match &svc {
+            RouteService::Static(f) => (f.file_cache().cloned(), None),
+            RouteService::Compressed(c) => (
+                c.get_ref().file_cache().cloned(),
+                Some(c.variant_cache().clone()),
+            ),
+            RouteService::Proxy(_) => (None, None),
+            RouteService::ProxyCompressed(c) => (None, Some(c.variant_cache().clone())),
+        };
+        caches.push(RouteCaches {
+            route: route.name().to_string(),
+            files,
+            variants,
+        });
         let entry = RouteEntry {
             prefix: if route.path == "/" {
                 "".into()
@@ -259,6 +312,7 @@ fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
                 Some(a) => Some(route_auth(i, a)?),
                 None => None,
             },
+            metrics: config.metrics.enabled.then(|| route_metrics(route.name())),
         };
         if route.hosts.is_empty() {
             any.routes.push(entry.clone());
@@ -285,6 +339,7 @@ fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
         any,
         by_host,
         proxies,
+        caches,
     })
 }
 
@@ -452,25 +507,26 @@ impl GatewayRouter {
         })
     }
 
-    /// Routes `req`; the log is set when the route has an access log.
+    /// Routes `req`; sets `out.log` when the route has an access log, and `out.metrics`
+    /// to the route's handles.
     pub(crate) fn dispatch<B>(
         &self,
         req: Request<B>,
         conn: ConnInfo,
-        log: &mut Option<PendingLog>,
+        out: &mut Pending,
     ) -> RouterFuture
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.dispatch_inner(req, conn, log, None)
+        self.dispatch_inner(req, conn, out, None)
     }
 
     fn dispatch_inner<B>(
         &self,
         mut req: Request<B>,
         conn: ConnInfo,
-        log: &mut Option<PendingLog>,
+        out: &mut Pending,
         authed: Option<&Auth>,
     ) -> RouterFuture
     where
@@ -495,12 +551,15 @@ impl GatewayRouter {
         let Some(route) = Self::route(&table, &req) else {
             return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
         };
+        if route.metrics.is_some() {
+            out.metrics = route.metrics;
+        }
         if let Some(l) = &route.log {
             let mut record = Box::new(Record::start(&req, conn.peer));
             if let Some(o) = &original {
                 record.uri = o.clone();
             }
-            *log = Some((record, l.clone()));
+            out.log = Some((record, l.clone()));
         }
         if let Some(rules) = &route.access {
             if !rules.allows(conn.peer, req.headers()) {
@@ -548,7 +607,7 @@ impl GatewayRouter {
                                     Err(res) => return Ok(res.map(GateBody::full)),
                                 }
                                 router
-                                    .dispatch_inner(req, conn, &mut None, Some(&auth))
+                                    .dispatch_inner(req, conn, &mut Pending::default(), Some(&auth))
                                     .await
                             }),
                         },
@@ -617,6 +676,21 @@ impl GatewayRouter {
             .lock()
             .map(|l| l.values().map(|w| w.dropped()).sum())
             .unwrap_or(0)
+    }
+
+    /// Where requests are counted before (or without) a route; `None` with metrics off.
+    pub(crate) fn unrouted_metrics(&self) -> Option<&'static RouteMetrics> {
+        self.unrouted
+    }
+
+    /// Each route's caches, for the metrics.
+    pub(crate) fn caches(&self) -> Vec<RouteCaches> {
+        self.table.load().caches.clone()
+    }
+
+    /// Each proxy, for the metrics.
+    pub(crate) fn proxies(&self) -> Vec<Proxy> {
+        self.table.load().proxies.clone()
     }
 
     pub fn spawn_background(&self) {
@@ -818,9 +892,9 @@ where
             .extensions()
             .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
             .map(|c| c.0);
-        let mut log = None;
-        let mut fut = self.dispatch(req, ConnInfo { peer, https: false }, &mut log);
-        fut.log = log;
+        let mut out = Pending::default();
+        let mut fut = self.dispatch(req, ConnInfo { peer, https: false }, &mut out);
+        fut.log = out.log;
         fut
     }
 }

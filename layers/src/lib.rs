@@ -10,7 +10,8 @@
 //!   with no line lost.
 //! - [`acme`]: answers ACME HTTP-01 challenges (RFC 8555 §8.3) before anything else sees
 //!   the request.
-//! - [`auth`]: HTTP Basic authentication from an htpasswd file.
+//! - [`auth`]: HTTP Basic from an htpasswd file, Bearer JWTs, forward auth.
+//! - [`metrics`]: request metrics per route for Prometheus, and the process's own.
 //! - [`cidr`]: IP network sets and the client address behind trusted proxies.
 //! - [`path`]: the one path normalisation every layer and the router share.
 
@@ -23,9 +24,12 @@ pub mod acme;
 #[cfg(feature = "auth")]
 pub mod auth;
 pub mod cidr;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "open-file-cache")]
 pub mod open_file_cache;
 pub mod path;
 #[cfg(feature = "precompress")]
 pub mod precompress;
 pub mod siblings;
+pub mod tally;

@@ -20,10 +20,33 @@ pub struct Upstream {
     /// Active health: taken out by the checker.
     pub(crate) check_down: AtomicBool,
     pub(crate) check_streak: AtomicU32,
+    pub(crate) metrics: UpstreamMetrics,
+}
+
+/// An upstream's metric handles, labelled with its address once, when it is made.
+#[derive(Debug)]
+pub(crate) struct UpstreamMetrics {
+    pub(crate) requests: metrics::Counter,
+    pub(crate) failures: metrics::Counter,
+    pub(crate) response: metrics::Histogram,
+    pub(crate) ejections: metrics::Counter,
+}
+
+impl UpstreamMetrics {
+    fn new(authority: &Authority) -> UpstreamMetrics {
+        let labels = [("upstream", authority.to_string())];
+        UpstreamMetrics {
+            requests: metrics::counter!("gatehouse_upstream_requests_total", &labels),
+            failures: metrics::counter!("gatehouse_upstream_failures_total", &labels),
+            response: metrics::histogram!("gatehouse_upstream_response_seconds", &labels),
+            ejections: metrics::counter!("gatehouse_upstream_ejections_total", &labels),
+        }
+    }
 }
 
 impl Upstream {
     pub fn new(scheme: Scheme, authority: Authority, weight: u32) -> Upstream {
+        let metrics = UpstreamMetrics::new(&authority);
         Upstream {
             scheme,
             authority,
@@ -33,6 +56,7 @@ impl Upstream {
             down_until: AtomicU64::new(0),
             check_down: AtomicBool::new(false),
             check_streak: AtomicU32::new(0),
+            metrics,
         }
     }
 

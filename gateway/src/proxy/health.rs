@@ -31,6 +31,7 @@ impl Passive {
             u.fails.store(0, Ordering::Relaxed);
             let until = now_ms() + self.fail_timeout.as_millis() as u64;
             u.down_until.store(until, Ordering::Relaxed);
+            u.metrics.ejections.increment(1);
             tracing::warn!(
                 upstream = %u.authority,
                 "ejected for {:?} after {n} consecutive failures",
@@ -99,6 +100,7 @@ pub fn record(u: &Upstream, ok: bool, cfg: &HealthCheckConfig) {
         if down {
             tracing::info!(upstream = %u.authority, "healthy again after {n} checks");
         } else {
+            u.metrics.ejections.increment(1);
             tracing::warn!(upstream = %u.authority, "unhealthy after {n} failed checks");
         }
     }

@@ -401,7 +401,8 @@ impl Inner {
             let b = body.take().unwrap_or(ReqBody::Empty);
             up.in_flight.fetch_add(1, Ordering::Relaxed);
             let guard = InFlight(up.clone());
-            let asked = self.upstream_info.then(std::time::Instant::now);
+            let asked = std::time::Instant::now();
+            up.metrics.requests.increment(1);
             let sent = tokio::time::timeout(
                 self.response_timeout,
                 self.client.request(Request::from_parts(p, b)),
@@ -409,6 +410,8 @@ impl Inner {
             .await;
             match sent {
                 Ok(Ok(res)) => {
+                    let took = asked.elapsed();
+                    up.metrics.response.record(took.as_secs_f64());
                     self.passive.succeeded(&up);
                     if res.status() == StatusCode::SWITCHING_PROTOCOLS {
                         if let Some(client_side) = client_upgrade.take() {
@@ -418,10 +421,10 @@ impl Inner {
                         return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
                     }
                     let mut res = respond(res, guard, self.body_idle);
-                    if let Some(t) = asked {
+                    if self.upstream_info {
                         res.extensions_mut().insert(UpstreamInfo {
                             addr: up.authority.clone(),
-                            time: t.elapsed(),
+                            time: took,
                         });
                     }
                     return res;
@@ -439,6 +442,7 @@ impl Inner {
                         );
                     }
                     tracing::warn!(upstream = %up.authority, "upstream request failed: {e}");
+                    up.metrics.failures.increment(1);
                     self.passive.failed(&up);
                     let again = e.is_connect()
                         && may_retry
@@ -451,6 +455,7 @@ impl Inner {
                 }
                 Err(_) => {
                     tracing::warn!(upstream = %up.authority, "no response within {:?}", self.response_timeout);
+                    up.metrics.failures.increment(1);
                     self.passive.failed(&up);
                     return plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout\n");
                 }

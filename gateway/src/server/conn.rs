@@ -12,9 +12,10 @@
 
 use super::sendfile::Channel;
 use crate::body::{BoxError, GateBody};
-use crate::router::{GatewayRouter, PendingLog, RouterFuture};
+use crate::router::{GatewayRouter, Pending, PendingLog, RouterFuture};
 use bytes::Bytes;
 use gatehouse_layers::access_log::LogBody;
+use gatehouse_layers::metrics::{MetricsBody, RouteMetrics, Started};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper_util::rt::TokioIo;
@@ -198,20 +199,25 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
-        let mut log = None;
+        let mut out = Pending {
+            log: None,
+            metrics: self.router.unrouted_metrics(),
+        };
+        let started = out.metrics.map(|m| m.start(req.method()));
         let inner = match self.front.intercepts() {
             true => match self.front.intercept(&req) {
                 Some(res) => RouterFuture::ready(res),
-                None => self.router.dispatch(req, self.conn, &mut log),
+                None => self.router.dispatch(req, self.conn, &mut out),
             },
-            false => self.router.dispatch(req, self.conn, &mut log),
+            false => self.router.dispatch(req, self.conn, &mut out),
         };
         ConnFuture {
             inner,
             state: Some(self.state.clone()),
             sendfile: self.front.sendfile,
             hsts: self.front.hsts.clone(),
-            log,
+            log: out.log,
+            metrics: out.metrics.zip(started),
         }
     }
 }
@@ -224,6 +230,7 @@ pin_project_lite::pin_project! {
         sendfile: bool,
         hsts: Option<http::HeaderValue>,
         log: Option<PendingLog>,
+        metrics: Option<(&'static RouteMetrics, Started)>,
     }
 
     impl PinnedDrop for ConnFuture {
@@ -236,6 +243,9 @@ pin_project_lite::pin_project! {
             }
             if let Some((record, log)) = this.log.take() {
                 log.log_abandoned(record);
+            }
+            if let Some((m, started)) = this.metrics.take() {
+                m.finish(started, 499, 0);
             }
         }
     }
@@ -278,13 +288,17 @@ impl Future for ConnFuture {
             }
             None => LogBody::passthrough(body),
         };
+        let inner = match this.metrics.take() {
+            Some((m, started)) => MetricsBody::new(inner, m, started, parts.status.as_u16()),
+            None => MetricsBody::passthrough(inner),
+        };
         Poll::Ready(Ok(Response::from_parts(parts, ConnBody { inner, state })))
     }
 }
 
 /// A response body whose drop marks the end of the request for the watchdog.
 pub(crate) struct ConnBody {
-    inner: LogBody<GateBody>,
+    inner: MetricsBody<LogBody<GateBody>, &'static RouteMetrics>,
     state: Option<Arc<ConnState>>,
 }
 

@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     forced: AtomicBool,
     connections: AtomicUsize,
     shutdown: watch::Sender<bool>,
+    /// `/metrics`, when metrics are on.
+    pub(crate) exporter: std::sync::OnceLock<crate::metrics::Exporter>,
 }
 
 impl Shared {
@@ -93,6 +95,26 @@ struct ListenerKind {
     front: Arc<Front>,
     tls: Option<Arc<Tls>>,
     h2c: bool,
+    open: metrics::Gauge,
+    handshakes: metrics::Counter,
+    handshake_failures: metrics::Counter,
+}
+
+impl ListenerKind {
+    fn new(front: Front, tls: Option<Arc<Tls>>, h2c: bool) -> ListenerKind {
+        let label = if tls.is_some() { "https" } else { "http" };
+        ListenerKind {
+            front: Arc::new(front),
+            tls,
+            h2c,
+            open: metrics::gauge!("gatehouse_connections_open", "listener" => label),
+            handshakes: metrics::counter!("gatehouse_tls_handshakes_total", "listener" => label),
+            handshake_failures: metrics::counter!(
+                "gatehouse_tls_handshake_failures_total",
+                "listener" => label
+            ),
+        }
+    }
 }
 
 /// A running server.
@@ -259,6 +281,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         forced: AtomicBool::new(false),
         connections: AtomicUsize::new(0),
         shutdown: tx,
+        exporter: std::sync::OnceLock::new(),
     });
 
     let mut builder = http1::Builder::new();
@@ -301,28 +324,32 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         (Some(t), Some(a)) if t.redirect_http => Some((a.port() != 443).then_some(a.port())),
         _ => None,
     };
-    let plain_kind = Arc::new(ListenerKind {
-        front: Arc::new(Front {
+    let plain_kind = Arc::new(ListenerKind::new(
+        Front {
             hsts: None,
             redirect,
             acme: tokens,
             // sendfile markers need hyper's HTTP/1 writer, which the h2c path may not use.
             sendfile: !config.h2c,
-        }),
-        tls: None,
-        h2c: config.h2c,
-    });
-    let tls_kind = Arc::new(ListenerKind {
-        front: Arc::new(Front {
+        },
+        None,
+        config.h2c,
+    ));
+    let tls_kind = Arc::new(ListenerKind::new(
+        Front {
             hsts: tls.as_ref().and_then(|t| t.hsts.clone()),
             redirect: None,
             acme: None,
             sendfile: false,
-        }),
-        tls: tls.clone(),
-        h2c: false,
-    });
+        },
+        tls.clone(),
+        false,
+    ));
     let acme_status = acme.as_ref().map(|a| a.status.clone());
+    if let Some(e) = crate::metrics::Exporter::new(router.clone(), tls.clone(), acme_status.clone())
+    {
+        let _ = shared.exporter.set(e);
+    }
 
     let mut threads = Vec::new();
     // Per core: listener i of each address goes to runtime i.
@@ -451,10 +478,11 @@ where
         })
 }
 
-struct ConnGuard(Arc<Shared>);
+struct ConnGuard(Arc<Shared>, Arc<ListenerKind>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
+        self.1.open.decrement(1.0);
         self.0.connections.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -475,7 +503,8 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     shared.connections.fetch_add(1, Ordering::SeqCst);
-                    let guard = ConnGuard(shared.clone());
+                    kind.open.increment(1.0);
+                    let guard = ConnGuard(shared.clone(), kind.clone());
                     let (router, settings, rx) = (router.clone(), settings.clone(), shutdown.clone());
                     let kind = kind.clone();
                     tokio::spawn(async move {
@@ -544,12 +573,17 @@ async fn serve_tls(
     let _ = stream.set_nodelay(true);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
     let stream = match tokio::time::timeout(tls.handshake_timeout, acceptor.accept(stream)).await {
-        Ok(Ok(s)) => s,
+        Ok(Ok(s)) => {
+            kind.handshakes.increment(1);
+            s
+        }
         Ok(Err(e)) => {
+            kind.handshake_failures.increment(1);
             tracing::debug!("tls handshake from {peer}: {e}");
             return;
         }
         Err(_) => {
+            kind.handshake_failures.increment(1);
             tracing::debug!("tls handshake from {peer}: timed out");
             return;
         }

@@ -84,6 +84,11 @@ impl StaticFiles {
         self.edit(|i| i.cache = Some(cache))
     }
 
+    /// The open-file cache this service holds, if any.
+    pub fn file_cache(&self) -> Option<&FileCache> {
+        self.inner.cache.as_ref()
+    }
+
     pub fn cache_control(self, value: HeaderValue) -> Self {
         self.edit(|i| i.cache_control = Some(value))
     }

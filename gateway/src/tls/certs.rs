@@ -167,6 +167,20 @@ impl CertStore {
         }
     }
 
+    /// Every certificate held, from files and from ACME (tagged `true`).
+    pub fn all(&self) -> Vec<(Loaded, bool)> {
+        self.sources
+            .lock()
+            .map(|s| {
+                s.files
+                    .iter()
+                    .map(|l| (l.clone(), false))
+                    .chain(s.acme.iter().map(|(_, l)| (l.clone(), true)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The ACME certificate named by `id`, if one is installed.
     pub fn acme(&self, id: &str) -> Option<Loaded> {
         let s = self.sources.lock().ok()?;

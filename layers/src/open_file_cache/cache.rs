@@ -62,9 +62,31 @@ pub struct FileCache {
 struct Inner {
     resolver: Resolver,
     opts: CacheOptions,
-    map: quick_cache::sync::Cache<String, Arc<Cached>, Weigh>,
+    map: quick_cache::sync::Cache<
+        String,
+        Arc<Cached>,
+        Weigh,
+        quick_cache::DefaultHashBuilder,
+        CountEvictions,
+    >,
     epoch: Instant,
     loads: AtomicU64,
+    hits: crate::tally::Tally,
+    evictions: Arc<AtomicU64>,
+}
+
+/// Counts entries pushed out to make room (not those found stale and removed).
+#[derive(Clone)]
+struct CountEvictions(Arc<AtomicU64>);
+
+impl quick_cache::Lifecycle<String, Arc<Cached>> for CountEvictions {
+    type RequestState = ();
+
+    fn begin_request(&self) {}
+
+    fn on_evict(&self, _: &mut (), _: String, _: Arc<Cached>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for FileCache {
@@ -95,11 +117,12 @@ impl FileCache {
             .shards(shards)
             .build()
             .expect("valid quick_cache options");
+        let evictions = Arc::new(AtomicU64::new(0));
         let map = quick_cache::sync::Cache::with_options(
             options,
             Weigh { floor },
             Default::default(),
-            Default::default(),
+            CountEvictions(evictions.clone()),
         );
         FileCache {
             inner: Arc::new(Inner {
@@ -108,6 +131,8 @@ impl FileCache {
                 map,
                 epoch: Instant::now(),
                 loads: AtomicU64::new(0),
+                hits: Default::default(),
+                evictions,
             }),
         }
     }
@@ -123,6 +148,14 @@ impl FileCache {
     /// A hit, checked per the validity rule; `None` means the caller must [`load`](Self::load).
     /// Runs on the event loop: at most one `stat`.
     pub fn lookup(&self, key: &str) -> Option<Resolved> {
+        let r = self.check(key);
+        if r.is_some() {
+            self.inner.hits.add(1);
+        }
+        r
+    }
+
+    fn check(&self, key: &str) -> Option<Resolved> {
         let cached = self.inner.map.get(key)?;
         if self.inner.opts.strict {
             if cached.check.still_valid() {
@@ -220,5 +253,20 @@ impl FileCache {
     /// Resolutions performed (misses), since creation.
     pub fn loads(&self) -> u64 {
         self.inner.loads.load(Ordering::Relaxed)
+    }
+
+    /// Tells this cache from others (and from its clones' others) while it lives.
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
+    /// Lookups answered from the cache, since creation.
+    pub fn hits(&self) -> u64 {
+        self.inner.hits.get()
+    }
+
+    /// Entries pushed out to make room, since creation.
+    pub fn evictions(&self) -> u64 {
+        self.inner.evictions.load(Ordering::Relaxed)
     }
 }

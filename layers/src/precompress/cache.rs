@@ -77,6 +77,9 @@ struct Inner {
     encodings: AtomicU64,
     sibling_reads: AtomicU64,
     max_bytes: u64,
+    hits: crate::tally::Tally,
+    misses: AtomicU64,
+    evictions: Arc<AtomicU64>,
 }
 
 /// Takes a finished flight out of the map, and an abandoned one: when its last waiter is
@@ -110,7 +113,14 @@ impl VariantCache {
     /// A store holding at most `max_bytes` of encoded bodies (plus a small per-entry
     /// overhead).
     pub fn new(max_bytes: u64) -> Self {
+        let evictions = Arc::new(AtomicU64::new(0));
+        let counted = evictions.clone();
         let map = moka::sync::Cache::builder()
+            .eviction_listener(move |_, _, cause| {
+                if cause == moka::notification::RemovalCause::Size {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+            })
             .max_capacity(max_bytes)
             .weigher(|k: &Key, v: &Arc<Variant>| {
                 let w = v.body.as_ref().map_or(0, |b| b.len() as u64)
@@ -129,12 +139,44 @@ impl VariantCache {
                 encodings: AtomicU64::new(0),
                 sibling_reads: AtomicU64::new(0),
                 max_bytes,
+                hits: Default::default(),
+                misses: AtomicU64::new(0),
+                evictions,
             }),
         }
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Variant>> {
         self.inner.map.get(key)
+    }
+
+    /// [`get`](Self::get) for a request, counted as a hit when found.
+    pub(crate) fn lookup(&self, key: &Key) -> Option<Arc<Variant>> {
+        let v = self.get(key);
+        if v.is_some() {
+            self.inner.hits.add(1);
+        }
+        v
+    }
+
+    /// Tells this cache from others (and from its clones' others) while it lives.
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
+    /// Requests answered with a variant from the store, since creation.
+    pub fn hits(&self) -> u64 {
+        self.inner.hits.get()
+    }
+
+    /// Requests that had to make (or wait for) a variant, since creation.
+    pub fn misses(&self) -> u64 {
+        self.inner.misses.load(Ordering::Relaxed)
+    }
+
+    /// Variants pushed out to stay within the budget, since creation.
+    pub fn evictions(&self) -> u64 {
+        self.inner.evictions.load(Ordering::Relaxed)
     }
 
     /// The variant for `key`, made by `make` if no other request is making it already.
@@ -144,9 +186,10 @@ impl VariantCache {
     where
         F: Future<Output = Option<Arc<Variant>>>,
     {
-        if let Some(v) = self.get(&key) {
+        if let Some(v) = self.lookup(&key) {
             return Some(v);
         }
+        self.inner.misses.fetch_add(1, Ordering::Relaxed);
         let flight = {
             let mut g = self
                 .inner

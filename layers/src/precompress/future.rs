@@ -157,7 +157,7 @@ where
         });
     // A hit first: a variant exists only for a version that was found compressible (or
     // had a sibling), and the same version gets the same answer.
-    if let Some(v) = strong.as_ref().and_then(|k| settings.cache.get(k)) {
+    if let Some(v) = strong.as_ref().and_then(|k| settings.cache.lookup(k)) {
         let (parts, inner) = res.into_parts();
         let b = PrecompressBody::Identity { inner };
         return Next::Done(from_variant(parts, b, &v, &ctx, settings));

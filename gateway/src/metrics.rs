@@ -1,0 +1,224 @@
+//! `/metrics` on the admin listener: the request metrics every route records (see
+//! [`gatehouse_layers::metrics`]), plus what is read at scrape time — caches, upstream
+//! health, certificate expiry, ACME renewals, access-log drops, connections — and the
+//! process's own figures.
+//!
+//! Figures kept inside the caches and the log writers are carried over as the increase
+//! since the last scrape, so that a reload, which makes new caches starting from zero,
+//! doesn't look like a counter reset.
+
+use crate::router::GatewayRouter;
+use crate::tls::acme::AcmeStatus;
+use crate::tls::Tls;
+use gatehouse_layers::metrics::{process, PrometheusHandle};
+use metrics::{counter, gauge};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the Prometheus recorder, once per process: before the router and the
+/// listeners are made, so that their handles record.
+pub fn install() -> Result<(), String> {
+    if HANDLE.get().is_some() {
+        return Ok(());
+    }
+    let h = gatehouse_layers::metrics::install()?;
+    let _ = HANDLE.set(h);
+    metrics::describe_gauge!("gatehouse_build_info", "Always 1; the version is a label.");
+    gauge!("gatehouse_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    describe();
+    Ok(())
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_gauge!(
+        "gatehouse_connections_open",
+        "Client connections open, by listener."
+    );
+    describe_counter!(
+        "gatehouse_tls_handshakes_total",
+        "TLS handshakes completed."
+    );
+    describe_counter!(
+        "gatehouse_tls_handshake_failures_total",
+        "TLS handshakes that failed or timed out."
+    );
+    describe_counter!(
+        "gatehouse_upstream_requests_total",
+        "Requests sent to an upstream (each attempt)."
+    );
+    describe_counter!(
+        "gatehouse_upstream_failures_total",
+        "Upstream attempts that failed: no connection, an error, or no response in time."
+    );
+    describe_histogram!(
+        "gatehouse_upstream_response_seconds",
+        Unit::Seconds,
+        "Time from sending a request upstream to its response head."
+    );
+    describe_counter!(
+        "gatehouse_upstream_ejections_total",
+        "Times an upstream was taken out of rotation."
+    );
+    describe_gauge!(
+        "gatehouse_upstream_healthy",
+        "1 while an upstream may be chosen, else 0."
+    );
+    describe_counter!(
+        "gatehouse_open_file_cache_hits_total",
+        "Open-file cache lookups answered from memory."
+    );
+    describe_counter!(
+        "gatehouse_open_file_cache_misses_total",
+        "Paths resolved on the file system."
+    );
+    describe_counter!(
+        "gatehouse_open_file_cache_evictions_total",
+        "Entries pushed out to make room."
+    );
+    describe_counter!(
+        "gatehouse_compression_cache_hits_total",
+        "Responses sent from a stored compressed variant."
+    );
+    describe_counter!(
+        "gatehouse_compression_cache_misses_total",
+        "Responses that made (or waited for) a variant."
+    );
+    describe_counter!(
+        "gatehouse_compression_cache_evictions_total",
+        "Variants pushed out to stay in budget."
+    );
+    describe_gauge!(
+        "gatehouse_compression_cache_bytes",
+        Unit::Bytes,
+        "Bytes of compressed variants held."
+    );
+    describe_gauge!(
+        "gatehouse_tls_certificate_expiry_timestamp_seconds",
+        Unit::Seconds,
+        "When a certificate served for a domain expires (Unix time)."
+    );
+    describe_counter!("gatehouse_acme_renewals_total", "ACME orders, by outcome.");
+    describe_counter!(
+        "gatehouse_access_log_lines_dropped_total",
+        "Access log lines dropped because the writer fell behind (should stay 0)."
+    );
+}
+
+/// Renders `/metrics`: `None` when metrics are off.
+pub(crate) struct Exporter {
+    router: GatewayRouter,
+    tls: Option<Arc<Tls>>,
+    acme: Option<Arc<AcmeStatus>>,
+    /// Last value read of each figure kept elsewhere, by (its owner's address, name).
+    seen: Mutex<HashMap<(usize, &'static str), u64>>,
+}
+
+impl Exporter {
+    pub(crate) fn new(
+        router: GatewayRouter,
+        tls: Option<Arc<Tls>>,
+        acme: Option<Arc<AcmeStatus>>,
+    ) -> Option<Exporter> {
+        HANDLE.get()?;
+        Some(Exporter {
+            router,
+            tls,
+            acme,
+            seen: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Histogram samples are folded into buckets here; run every few seconds so that
+    /// rare scrapes don't let them pile up.
+    pub(crate) fn upkeep(&self) {
+        if let Some(h) = HANDLE.get() {
+            h.run_upkeep();
+        }
+    }
+
+    pub(crate) fn render(&self) -> String {
+        self.collect();
+        let Some(h) = HANDLE.get() else {
+            return String::new();
+        };
+        let mut out = h.render();
+        process::render(&mut out);
+        out
+    }
+
+    fn collect(&self) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut carry = |owner: usize, name: &'static str, now: u64, c: metrics::Counter| {
+            let last = seen.insert((owner, name), now).unwrap_or(0);
+            c.increment(now.saturating_sub(last));
+        };
+        for c in self.router.caches() {
+            let route = c.route;
+            if let Some(f) = &c.files {
+                let id = f.identity();
+                for (name, v) in [
+                    ("gatehouse_open_file_cache_hits_total", f.hits()),
+                    ("gatehouse_open_file_cache_misses_total", f.loads()),
+                    ("gatehouse_open_file_cache_evictions_total", f.evictions()),
+                ] {
+                    carry(id, name, v, counter!(name, "route" => route.clone()));
+                }
+            }
+            if let Some(v) = &c.variants {
+                let id = v.identity();
+                for (name, n) in [
+                    ("gatehouse_compression_cache_hits_total", v.hits()),
+                    ("gatehouse_compression_cache_misses_total", v.misses()),
+                    ("gatehouse_compression_cache_evictions_total", v.evictions()),
+                ] {
+                    carry(id, name, n, counter!(name, "route" => route.clone()));
+                }
+                gauge!("gatehouse_compression_cache_bytes", "route" => route.clone())
+                    .set(v.weighted_size() as f64);
+            }
+        }
+        let now_ms = crate::proxy::health::now_ms();
+        for p in self.router.proxies() {
+            for u in p.upstreams() {
+                let up = if u.available(now_ms) { 1.0 } else { 0.0 };
+                gauge!("gatehouse_upstream_healthy", "upstream" => u.authority.to_string()).set(up);
+            }
+        }
+        carry(
+            0,
+            "gatehouse_access_log_lines_dropped_total",
+            self.router.log_lines_dropped(),
+            counter!("gatehouse_access_log_lines_dropped_total"),
+        );
+        if let Some(a) = &self.acme {
+            for (outcome, v) in [
+                ("success", a.obtained.load(Ordering::Relaxed)),
+                ("failure", a.failed.load(Ordering::Relaxed)),
+            ] {
+                counter!("gatehouse_acme_renewals_total", "outcome" => outcome).absolute(v);
+            }
+        }
+        if let Some(t) = &self.tls {
+            for (l, acme) in t.store.all() {
+                let at = l
+                    .not_after
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                let source = if acme { "acme" } else { "file" };
+                for name in &l.names {
+                    gauge!(
+                        "gatehouse_tls_certificate_expiry_timestamp_seconds",
+                        "domain" => name.clone(),
+                        "source" => source
+                    )
+                    .set(at);
+                }
+            }
+        }
+    }
+}
