@@ -3,7 +3,8 @@
 # load, same settings. See bench/README.md for what each figure means.
 #
 # Inputs (environment): GATEHOUSE, GATEHOUSE_BASE, NGINX, CADDY, OHA, DURATION, CONNECTIONS,
-# WARMUP, SCENARIOS, OUT_DIR, RUNTIME, BASE_RUNTIME, GATEHOUSE_TOML, BASE_TOML.
+# WARMUP, SCENARIOS, OUT_DIR, RUNTIME, BASE_RUNTIME, GATEHOUSE_TOML, BASE_TOML, METRICS,
+# BASE_METRICS.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +21,10 @@ OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 # Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
 RUNTIME=${RUNTIME:-}
 BASE_RUNTIME=${BASE_RUNTIME:-}
+# Metrics (on by default in gatehouse): METRICS=off turns them off for gatehouse; a
+# BASE_METRICS other than METRICS benches gatehouse-base that way too, for their cost.
+METRICS=${METRICS:-on}
+BASE_METRICS=${BASE_METRICS:-$METRICS}
 # By default gatehouse runs with the settings that match nginx's here: open_file_cache_valid 1s
 # is `strict = false, valid = "1s"`. Set GATEHOUSE_TOML= (empty) for the strict default.
 NGINX_EQUIVALENT='[[routes]]\n[routes.static.open_file_cache]\nstrict = false\nvalid = "1s"'
@@ -154,8 +159,8 @@ server_pids() {
   done
 }
 
-start_gatehouse() { # binary runtime extra-toml
-  local bin=$1 runtime=$2 extra=$3 conf="$WORK/gatehouse.toml"
+start_gatehouse() { # binary runtime extra-toml metrics
+  local bin=$1 runtime=$2 extra=$3 metrics=${4:-on} conf="$WORK/gatehouse.toml"
   {
     echo "root = \"$WWW\""
     echo "listen = \"127.0.0.1:$PORT_GH\""
@@ -163,6 +168,8 @@ start_gatehouse() { # binary runtime extra-toml
     echo "log_level = \"warn\""
     [ -n "$runtime" ] && echo "runtime = \"$runtime\""
     [ -n "$extra" ] && printf '%b\n' "$extra"
+    [ "$metrics" = off ] && printf '[metrics]\nenabled = false\n'
+    true
   } > "$conf"
   # A clean environment: GATEHOUSE_BASE and friends must not reach figment's GATEHOUSE_* keys.
   env -i PATH="$PATH" HOME="$HOME" "$bin" --config "$conf" 2>> "$WORK/gatehouse.log" > "$WORK/gatehouse.stdout" &
@@ -368,16 +375,41 @@ measure() { # scenario server port
     --output-format json "$url" > "$WORK/warm.json" 2> /dev/null || true
   local hz t0 t1
   hz=$(getconf CLK_TCK)
+  # gatehouse's own view of the same window, from its /metrics (empty when off, or for
+  # another server).
+  : > "$WORK/metrics0" ; : > "$WORK/metrics1"
+  case "$server" in gatehouse*) curl -s -m 5 "http://127.0.0.1:$ADMIN_GH/metrics" > "$WORK/metrics0" || true ;; esac
   t0=$(cpu_ticks)
   "$OHA" -z "$DURATION" -c "$conns" --no-tui --disable-compression -w "${hargs[@]}" \
     --output-format json "$url" > "$WORK/oha.json" 2> "$WORK/oha.err" || true
   t1=$(cpu_ticks)
+  case "$server" in gatehouse*) curl -s -m 5 "http://127.0.0.1:$ADMIN_GH/metrics" > "$WORK/metrics1" || true ;; esac
   local rss
   rss=$(peak_rss_kib)
   python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
-    "$size" >> "$ROWS" <<'PY'
+    "$size" "$WORK/metrics0" "$WORK/metrics1" >> "$ROWS" <<'PY'
 import json, sys
-path, scenario, server, ticks, hz, rss_kib, size = sys.argv[1:]
+path, scenario, server, ticks, hz, rss_kib, size, m0, m1 = sys.argv[1:]
+
+def scrape(p):
+    """process_cpu_seconds_total and the sum of gatehouse_http_requests_total."""
+    cpu, reqs = None, 0.0
+    for line in open(p):
+        if line.startswith("process_cpu_seconds_total "):
+            cpu = float(line.split()[1])
+        elif line.startswith("gatehouse_http_requests_total{"):
+            reqs += float(line.rsplit(" ", 1)[1])
+    return cpu, reqs
+
+def metrics_cpu():
+    try:
+        (c0, r0), (c1, r1) = scrape(m0), scrape(m1)
+    except (OSError, ValueError, IndexError):
+        return None
+    if c0 is None or c1 is None or r1 <= r0:
+        return None
+    return round((c1 - c0) * 1e6 / (r1 - r0), 2)
+
 ticks, hz, rss_kib, size = int(ticks), int(hz), int(rss_kib), int(size)
 try:
     d = json.load(open(path))
@@ -403,6 +435,7 @@ row = {
     "p50_ms": ms(lat.get("p50")),
     "p99_ms": ms(lat.get("p99")),
     "cpu_us_per_req": round(ticks / hz * 1e6 / requests, 2) if requests else None,
+    "metrics_cpu_us_per_req": metrics_cpu(),
     "rss_mib": round(rss_kib / 1024, 1),
     "requests": requests,
     "errors": errors,
@@ -468,10 +501,10 @@ run_server() { # scenario server
   fi
   case "$server" in
     gatehouse)
-      start_gatehouse "$GATEHOUSE" "$RUNTIME" "$gh_toml" || { say "  gatehouse did not start"; stop_server; return 0; }
+      start_gatehouse "$GATEHOUSE" "$RUNTIME" "$gh_toml" "$METRICS" || { say "  gatehouse did not start"; stop_server; return 0; }
       measure "$scenario" gatehouse "$p_gh" ;;
     gatehouse-base)
-      start_gatehouse "$GATEHOUSE_BASE" "$BASE_RUNTIME" "$base_toml" || { say "  gatehouse-base did not start"; echo "$scenario gatehouse-base" >> "$WORK/unmeasured"; stop_server; return 0; }
+      start_gatehouse "$GATEHOUSE_BASE" "$BASE_RUNTIME" "$base_toml" "$BASE_METRICS" || { say "  gatehouse-base did not start"; echo "$scenario gatehouse-base" >> "$WORK/unmeasured"; stop_server; return 0; }
       measure "$scenario" gatehouse-base "$p_gh" ;;
     nginx)
       start_nginx "$mode" || { say "  nginx did not start"; stop_server; return 0; }
@@ -486,7 +519,7 @@ run_server() { # scenario server
 }
 
 SERVERS=(gatehouse)
-if [ -n "$GATEHOUSE_BASE" ] || [ -n "$BASE_RUNTIME" ] || [ "${BASE_TOML_SET:-}" = 1 ]; then
+if [ -n "$GATEHOUSE_BASE" ] || [ -n "$BASE_RUNTIME" ] || [ "${BASE_TOML_SET:-}" = 1 ] || [ "$BASE_METRICS" != "$METRICS" ]; then
   GATEHOUSE_BASE=${GATEHOUSE_BASE:-$GATEHOUSE}
   SERVERS+=(gatehouse-base)
 fi
@@ -515,7 +548,7 @@ python3 - "$ROWS" "$OUT_DIR" "$DURATION" "$CONNECTIONS" "$WORK/unmeasured" <<'PY
 import json, sys, os, platform
 rows_path, out, duration, conns, unmeasured = sys.argv[1:]
 rows = [json.loads(l) for l in open(rows_path) if l.strip()]
-keys = ["scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "rss_mib", "requests", "errors"]
+keys = ["scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"]
 json.dump([{k: r.get(k) for k in keys} for r in rows], open(os.path.join(out, "bench-results.json"), "w"), indent=2)
 nginx = {r["scenario"]: r for r in rows if r["server"] == "nginx"}
 lines = [
@@ -524,8 +557,8 @@ lines = [
     f"(one self-signed ECDSA P-256 certificate for all); h2-* uses HTTP/2 with a quarter of the "
     f"connections and 4 streams on each.",
     "",
-    "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | vs nginx | peak RSS MiB | requests | errors |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | vs nginx | per its /metrics | peak RSS MiB | requests | errors |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
 for r in rows:
     n = nginx.get(r["scenario"])
@@ -535,7 +568,8 @@ for r in rows:
         ratio = f"{q:.3f}×" if q < 0.1 else f"{q:.2f}×"
     lines.append(
         f"| {r['scenario']} | {r['server']} | {r['rps']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
-        f"{r['cpu_us_per_req']} | {ratio} | {r['rss_mib']} | {r['requests']:,} | {r['errors']} |"
+        f"{r['cpu_us_per_req']} | {ratio} | {r.get('metrics_cpu_us_per_req') or '—'} | "
+        f"{r['rss_mib']} | {r['requests']:,} | {r['errors']} |"
     )
 skipped = [l.split() for l in open(unmeasured) if l.strip()]
 if skipped:

@@ -10,7 +10,7 @@ python3 - "$out" <<'PY'
 import json, sys, os
 out = sys.argv[1]
 rows = json.load(open(os.path.join(out, "bench-results.json")))
-keys = {"scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "rss_mib", "requests", "errors"}
+keys = {"scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"}
 passed = failed = 0
 def check(cond, what):
     global passed, failed
@@ -32,6 +32,14 @@ for r in rows:
     check(r["errors"] == 0, f"{name}: {r['errors']} errors")
     check(r["cpu_us_per_req"] is not None and r["cpu_us_per_req"] > 0, f"{name}: CPU per request")
     check(r["rss_mib"] > 0, f"{name}: peak RSS")
+    m = r["metrics_cpu_us_per_req"]
+    if r["server"] == "gatehouse":
+        # gatehouse's own /metrics must tell the same CPU per request as /proc.
+        cpu = r["cpu_us_per_req"] or 0
+        check(m is not None and abs(m - cpu) <= 0.10 * cpu,
+              f"{name}: CPU per request from /metrics {m} vs /proc {cpu}")
+    else:
+        check(m is None, f"{name}: no /metrics figure for another server")
 md = open(os.path.join(out, "bench-results.md")).read()
 check("| static-1k | gatehouse |" in md, "the Markdown table")
 print(f"smoke: {passed} passed, {failed} failed")

@@ -91,7 +91,7 @@ pub(crate) async fn serve(
     if shared.exporter.get().is_some() {
         let shared = shared.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
                 tick.tick().await;
                 if let Some(e) = shared.exporter.get() {

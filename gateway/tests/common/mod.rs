@@ -323,3 +323,65 @@ pub fn admin_and_root(admin_tables: &str) -> (tempfile::TempDir, TestServer) {
     );
     (dir, s)
 }
+
+/// The gatehouse binary running as a child process (so that its CPU and memory are its
+/// own), killed on drop.
+pub struct Spawned {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Runs the binary on the fixture site with `extra_toml` after the listeners, and waits
+/// until the admin listener answers.
+pub fn spawn_gatehouse(extra_toml: &str) -> Spawned {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (port, admin) = (free_port(), free_port());
+    let conf = dir.path().join("gatehouse.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "root = {:?}\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nlog_level = \"warn\"\n{extra_toml}\n",
+            fixtures().join("site").display().to_string(),
+        ),
+    )
+    .expect("config");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("--config")
+        .arg(&conf)
+        .stderr(std::fs::File::create(dir.path().join("stderr.log")).expect("log"))
+        .spawn()
+        .expect("spawn gatehouse");
+    let s = Spawned {
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+        dir,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(s.admin).is_err() {
+        let log = std::fs::read_to_string(s.dir.path().join("stderr.log")).unwrap_or_default();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gatehouse never started:\n{log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    s
+}
