@@ -14,6 +14,10 @@ command -v curl > /dev/null || need_apt+=(curl)
 command -v openssl > /dev/null || need_apt+=(openssl)
 # The ACME tests run against a real CA: Pebble and its DNS test server, from Debian.
 command -v pebble > /dev/null && command -v pebble-challtestsrv > /dev/null || need_apt+=(pebble)
+# The metrics tests run the shipped Prometheus files in a real Prometheus, check them with
+# promtool, and validate the compose file with docker-compose (no Docker engine needed).
+command -v prometheus > /dev/null && command -v promtool > /dev/null || need_apt+=(prometheus)
+command -v docker-compose > /dev/null || need_apt+=(docker-compose)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   as_root apt-get update -qq
