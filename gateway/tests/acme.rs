@@ -131,13 +131,15 @@ struct Gatehouse {
     child: Option<Kill>,
     log: PathBuf,
     https: SocketAddr,
+    admin: SocketAddr,
 }
 
 impl Gatehouse {
     fn start(dir: &Path, toml: &str, http_port: u16, tls_port: u16, tag: &str) -> Gatehouse {
         let site = common::fixtures().join("site");
+        let admin = free_port();
         let config = format!(
-            "root = {:?}\nlisten = \"127.0.0.1:{http_port}\"\nadmin_listen = \"127.0.0.1:0\"\nworkers = 1\n[timeouts]\ndrain = \"200ms\"\n[tls]\nlisten = \"127.0.0.1:{tls_port}\"\n{toml}",
+            "root = {:?}\nlisten = \"127.0.0.1:{http_port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nworkers = 1\n[timeouts]\ndrain = \"200ms\"\n[tls]\nlisten = \"127.0.0.1:{tls_port}\"\n{toml}",
             site.display().to_string()
         );
         let path = dir.join(format!("gatehouse-{tag}.toml"));
@@ -156,7 +158,16 @@ impl Gatehouse {
             child: Some(child),
             log,
             https: SocketAddr::from(([127, 0, 0, 1], tls_port)),
+            admin: SocketAddr::from(([127, 0, 0, 1], admin)),
         }
+    }
+
+    /// The value of one series on /metrics.
+    fn metric(&self, series: &str) -> Option<f64> {
+        let r = common::send(self.admin, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+        r.text()
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
     }
 
     fn log(&self) -> String {
@@ -252,6 +263,18 @@ async fn http01_certificate_is_served_then_reused_after_a_restart() {
         .unwrap();
     assert_eq!(r.status, 200);
     g.wait_log("certificate obtained", Duration::from_secs(5));
+    assert_eq!(
+        g.metric("gatehouse_acme_renewals_total{outcome=\"success\"}"),
+        Some(1.0)
+    );
+    let expiry = g
+        .metric("gatehouse_tls_certificate_expiry_timestamp_seconds{domain=\"gatehouse.test\",source=\"acme\"}")
+        .expect("the ACME certificate's expiry");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(expiry > now + 86400.0, "{expiry} vs now {now}");
     let r = common::send(
         SocketAddr::from(([127, 0, 0, 1], http_port)),
         "GET /index.html HTTP/1.1\r\nHost: gatehouse.test\r\n\r\n",
