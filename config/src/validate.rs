@@ -585,6 +585,10 @@ fn check_jwt(c: &mut Collector, k: &str, j: &crate::JwtConfig) {
     if j.jwks_timeout.is_zero() {
         c.err(format!("{k}.jwks_timeout"), "must be more than zero");
     }
+    if j.jwks_refresh_min < std::time::Duration::from_millis(100) {
+        // Else every token with a made-up kid would send gatehouse to the key server.
+        c.err(format!("{k}.jwks_refresh_min"), "must be at least 100ms");
+    }
     if j.jwks_refresh < j.jwks_refresh_min {
         c.err(
             format!("{k}.jwks_refresh"),

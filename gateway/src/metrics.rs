@@ -114,8 +114,8 @@ pub(crate) struct Exporter {
     router: GatewayRouter,
     tls: Option<Arc<Tls>>,
     acme: Option<Arc<AcmeStatus>>,
-    /// Last value read of each figure kept elsewhere, by (its owner's address, name).
-    seen: Mutex<HashMap<(usize, &'static str), u64>>,
+    /// Last value read of each figure kept elsewhere, by (its owner's id, name).
+    seen: Mutex<HashMap<(u64, &'static str), u64>>,
 }
 
 impl Exporter {
@@ -153,8 +153,11 @@ impl Exporter {
 
     fn collect(&self) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let mut carry = |owner: usize, name: &'static str, now: u64, c: metrics::Counter| {
-            let last = seen.insert((owner, name), now).unwrap_or(0);
+        // Owners gone since the last scrape (replaced by a reload) are forgotten.
+        let before = std::mem::take(&mut *seen);
+        let mut carry = |owner: u64, name: &'static str, now: u64, c: metrics::Counter| {
+            let last = before.get(&(owner, name)).copied().unwrap_or(0);
+            seen.insert((owner, name), now);
             c.increment(now.saturating_sub(last));
         };
         for c in self.router.caches() {

@@ -222,7 +222,11 @@ pub(crate) struct Pending {
 pub fn build(config: &Config) -> io::Result<GatewayRouter> {
     let logs = Arc::new(std::sync::Mutex::new(HashMap::new()));
     Ok(GatewayRouter {
-        table: Arc::new(ArcSwap::from_pointee(build_table(config, &logs)?)),
+        table: Arc::new(ArcSwap::from_pointee(build_table(
+            config,
+            &logs,
+            config.metrics.enabled,
+        )?)),
         unrouted: config.metrics.enabled.then(|| route_metrics(UNROUTED)),
         logs,
     })
@@ -267,7 +271,8 @@ fn access_log(i: usize, cfg: &AccessLogConfig, logs: &Logs) -> io::Result<Access
     Ok(AccessLog::new(writer, format))
 }
 
-fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
+/// `metrics`: whether requests are measured, as decided at start (a reload can't change it).
+fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table> {
     let mut exact: HashMap<Box<str>, Group> = HashMap::new();
     let mut wildcard: HashMap<Box<str>, Group> = HashMap::new();
     let mut any = Group::default();
@@ -312,7 +317,7 @@ fn build_table(config: &Config, logs: &Logs) -> io::Result<Table> {
                 Some(a) => Some(route_auth(i, a)?),
                 None => None,
             },
-            metrics: config.metrics.enabled.then(|| route_metrics(route.name())),
+            metrics: metrics.then(|| route_metrics(route.name())),
         };
         if route.hosts.is_empty() {
             any.routes.push(entry.clone());
@@ -476,7 +481,7 @@ impl GatewayRouter {
     /// the old routes; the old proxies' health checks stop; the new ones start on the
     /// current runtime. Fails, changing nothing, if the new routes can't be built.
     pub fn reload(&self, config: &Config) -> io::Result<()> {
-        let table = build_table(config, &self.logs)?;
+        let table = build_table(config, &self.logs, self.unrouted.is_some())?;
         for p in &table.proxies {
             p.spawn_health_checks();
         }

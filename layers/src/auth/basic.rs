@@ -15,6 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 #[derive(Clone, Debug)]
 pub struct BasicAuth {
     inner: Arc<Inner>,
+    /// The users let in; `None`: all in the file.
+    allowed: Option<Arc<[String]>>,
 }
 
 #[derive(Debug)]
@@ -27,7 +29,8 @@ struct Inner {
     cache: Mutex<HashMap<[u8; 32], Instant>>,
     salt: [u8; 16],
     ttl: Duration,
-    allowed: Option<Vec<String>>,
+    /// Bumped on every reload: a verification begun against an older file isn't cached.
+    generation: AtomicU64,
 }
 
 /// What a request's credentials come to.
@@ -93,8 +96,9 @@ impl BasicAuth {
                 cache: Mutex::new(HashMap::new()),
                 salt,
                 ttl,
-                allowed: None,
+                generation: AtomicU64::new(0),
             }),
+            allowed: None,
         })
     }
 
@@ -130,6 +134,7 @@ impl BasicAuth {
     /// Verifies credentials the cache didn't know: slow (bcrypt), so on a blocking thread.
     /// Answers `Allowed`, `Unauthorized` or `Forbidden`.
     pub fn verify(&self, p: Pending) -> Verdict {
+        let generation = self.inner.generation.load(Ordering::Acquire);
         let users = match self.inner.users.read() {
             Ok(u) => u.clone(),
             Err(_) => return Verdict::Unauthorized,
@@ -140,7 +145,11 @@ impl BasicAuth {
                 if c.len() >= CACHE_MAX {
                     c.clear();
                 }
-                c.insert(p.key, Instant::now() + self.inner.ttl);
+                // A reload during the verification cleared the cache: don't refill it
+                // from the old file.
+                if self.inner.generation.load(Ordering::Acquire) == generation {
+                    c.insert(p.key, Instant::now() + self.inner.ttl);
+                }
             }
         } else {
             tracing::debug!("basic auth: wrong credentials for user {:?}", p.user);
@@ -170,15 +179,12 @@ impl BasicAuth {
     /// Lets in only these users; any other with the right password gets 403.
     pub fn allow_users(mut self, users: impl IntoIterator<Item = String>) -> Self {
         let users: Vec<String> = users.into_iter().collect();
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.allowed = (!users.is_empty()).then_some(users);
-        }
+        self.allowed = (!users.is_empty()).then(|| users.into());
         self
     }
 
     fn permits(&self, user: &str) -> bool {
-        self.inner
-            .allowed
+        self.allowed
             .as_ref()
             .is_none_or(|a| a.iter().any(|u| u == user))
     }
@@ -224,6 +230,7 @@ impl BasicAuth {
                 }
                 // Credentials cached against the old file may no longer hold.
                 if let Ok(mut c) = self.inner.cache.lock() {
+                    self.inner.generation.fetch_add(1, Ordering::AcqRel);
                     c.clear();
                 }
             }

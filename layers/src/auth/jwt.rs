@@ -241,8 +241,15 @@ impl JwtAuth {
         let Some(token) = bearer(headers) else {
             return Check::Deny(super::unauthorized(&i.missing));
         };
-        let kid = jsonwebtoken::decode_header(token).ok().and_then(|h| h.kid);
+        let Ok(header) = jsonwebtoken::decode_header(token) else {
+            tracing::debug!("jwt: the token's header doesn't decode");
+            return Check::Deny(super::unauthorized(&i.invalid));
+        };
+        let kid = header.kid;
         let keys = i.keys.load();
+        // Worth a fetch only for a kid not held, or for the first keys of a JWKS URL.
+        let fetchable = i.remote.is_some()
+            && (kid.is_some() || matches!(&**keys, Keys::Set(s) if s.is_empty()));
         match keys.find(kid.as_deref()) {
             Some(key) => match self.verify(token, key) {
                 Ok(grant) => {
@@ -251,7 +258,7 @@ impl JwtAuth {
                 }
                 Err(res) => Check::Deny(*res),
             },
-            None if i.remote.is_some() => {
+            None if fetchable => {
                 let (me, token) = (self.clone(), token.to_string());
                 Check::Wait(Box::pin(async move {
                     me.fetch_for_unknown_kid().await;
@@ -337,7 +344,8 @@ impl JwtAuth {
         let started = Instant::now();
         let mut last = r.last.lock().await;
         // Someone else fetched while this request waited, or one did so too recently.
-        if last.is_some_and(|t| t >= started || t.elapsed() < r.opts.refresh_min) {
+        let min = r.opts.refresh_min.max(Duration::from_millis(100));
+        if last.is_some_and(|t| t >= started || t.elapsed() < min) {
             return;
         }
         self.fetch(r).await;

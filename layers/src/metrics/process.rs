@@ -114,7 +114,7 @@ fn max_fds() -> Option<f64> {
 fn start_time() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command, which is in parentheses and may hold spaces.
-    let rest = &stat[stat.rfind(')')? + 2..];
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
     // starttime is field 22 of proc(5); `rest` begins at field 3.
     let ticks: f64 = rest.split_ascii_whitespace().nth(19)?.parse().ok()?;
     let btime: f64 = std::fs::read_to_string("/proc/stat")

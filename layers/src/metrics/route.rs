@@ -8,8 +8,8 @@ use std::time::Instant;
 /// it takes no lock and allocates nothing.
 pub struct RouteMetrics {
     route: SharedString,
-    /// By method slot and status slot, registered on first use.
-    requests: Box<[OnceLock<Counter>]>,
+    /// By method slot, then status (100 to 599), each made and registered on first use.
+    requests: [OnceLock<Box<[OnceLock<Counter>]>>; METHODS.len()],
     duration: Histogram,
     bytes: Counter,
     in_flight: Gauge,
@@ -27,12 +27,6 @@ const METHODS: [&str; 10] = [
     "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "OTHER",
 ];
 
-/// Statuses with a slot of their own; the rest share one and are looked up by label.
-const STATUSES: [u16; 30] = [
-    200, 201, 204, 206, 301, 302, 303, 304, 307, 308, 400, 401, 403, 404, 405, 408, 409, 412, 413,
-    414, 416, 429, 431, 499, 500, 501, 502, 503, 504, 101,
-];
-
 fn method_slot(m: &Method) -> usize {
     match *m {
         Method::GET => 0,
@@ -45,15 +39,6 @@ fn method_slot(m: &Method) -> usize {
         Method::CONNECT => 7,
         Method::TRACE => 8,
         _ => 9,
-    }
-}
-
-fn status_slot(s: u16) -> Option<usize> {
-    match s {
-        200 => Some(0),
-        304 => Some(7),
-        404 => Some(13),
-        _ => STATUSES.iter().position(|x| *x == s),
     }
 }
 
@@ -70,9 +55,7 @@ impl RouteMetrics {
         let route = SharedString::from(route.to_string());
         let labels = [("route", route.clone())];
         RouteMetrics {
-            requests: (0..METHODS.len() * STATUSES.len())
-                .map(|_| OnceLock::new())
-                .collect(),
+            requests: std::array::from_fn(|_| OnceLock::new()),
             duration: metrics::histogram!(DURATION, &labels),
             bytes: metrics::counter!(BYTES, &labels),
             in_flight: metrics::gauge!(IN_FLIGHT),
@@ -102,12 +85,14 @@ impl RouteMetrics {
             self.bytes.increment(bytes);
         }
         let m = s.method as usize;
-        match status_slot(status) {
-            Some(i) => self.requests[m * STATUSES.len() + i]
-                .get_or_init(|| self.counter(m, STATUSES[i]))
-                .increment(1),
-            None => self.counter(m, status).increment(1),
+        if !(100..600).contains(&status) {
+            // Outside RFC 9110 §15's classes: looked up by label, allocating.
+            return self.counter(m, status).increment(1);
         }
+        let table = self.requests[m].get_or_init(|| (100..600).map(|_| OnceLock::new()).collect());
+        table[usize::from(status - 100)]
+            .get_or_init(|| self.counter(m, status))
+            .increment(1);
     }
 
     fn counter(&self, method: usize, status: u16) -> Counter {

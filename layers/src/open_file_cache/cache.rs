@@ -73,6 +73,7 @@ struct Inner {
     loads: AtomicU64,
     hits: crate::tally::Tally,
     evictions: Arc<AtomicU64>,
+    id: u64,
 }
 
 /// Counts entries pushed out to make room (not those found stale and removed).
@@ -133,6 +134,7 @@ impl FileCache {
                 loads: AtomicU64::new(0),
                 hits: Default::default(),
                 evictions,
+                id: crate::tally::next_id(),
             }),
         }
     }
@@ -255,9 +257,9 @@ impl FileCache {
         self.inner.loads.load(Ordering::Relaxed)
     }
 
-    /// Tells this cache from others (and from its clones' others) while it lives.
-    pub fn identity(&self) -> usize {
-        Arc::as_ptr(&self.inner) as usize
+    /// Tells this cache from every other made in this process (clones share it).
+    pub fn identity(&self) -> u64 {
+        self.inner.id
     }
 
     /// Lookups answered from the cache, since creation.

@@ -80,6 +80,7 @@ struct Inner {
     hits: crate::tally::Tally,
     misses: AtomicU64,
     evictions: Arc<AtomicU64>,
+    id: u64,
 }
 
 /// Takes a finished flight out of the map, and an abandoned one: when its last waiter is
@@ -142,6 +143,7 @@ impl VariantCache {
                 hits: Default::default(),
                 misses: AtomicU64::new(0),
                 evictions,
+                id: crate::tally::next_id(),
             }),
         }
     }
@@ -159,9 +161,9 @@ impl VariantCache {
         v
     }
 
-    /// Tells this cache from others (and from its clones' others) while it lives.
-    pub fn identity(&self) -> usize {
-        Arc::as_ptr(&self.inner) as usize
+    /// Tells this cache from every other made in this process (clones share it).
+    pub fn identity(&self) -> u64 {
+        self.inner.id
     }
 
     /// Requests answered with a variant from the store, since creation.
