@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Tests of charts/gatehouse, run by scripts/test.sh: helm lint, helm template for several
+value sets, each validated against the Kubernetes schemas (kubernetes-validate), the
+rendered gatehouse.toml accepted by `gatehouse check`, and the properties the chart
+promises (security context, probes, graceful termination, config checksum, monitoring
+files identical to dashboards/).
+
+Environment: HELM (helm binary), GATEHOUSE (gatehouse binary), PROMTOOL (optional)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+CHART = os.path.join(HERE, "gatehouse")
+HELM = os.environ.get("HELM", "helm")
+GATEHOUSE = os.environ.get("GATEHOUSE", os.path.join(REPO, "target/debug/gatehouse"))
+PROMTOOL = os.environ.get("PROMTOOL", "promtool")
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what)
+
+
+def run(args, ok=True):
+    p = subprocess.run(args, capture_output=True, text=True)
+    if ok and p.returncode != 0:
+        print(p.stdout, p.stderr)
+        raise SystemExit(f"{' '.join(args)} failed")
+    return p
+
+
+def template(*sets):
+    args = [HELM, "template", "t", CHART]
+    for s in sets:
+        args += ["--set", s]
+    p = run(args, ok=False)
+    return p
+
+
+def docs(text):
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def kind(ds, k, name=None):
+    return [d for d in ds if d["kind"] == k and (name is None or d["metadata"]["name"] == name)]
+
+
+VALUE_SETS = {
+    "default": [],
+    "tls": ["tls.enabled=true", "tls.secretName=site-tls", "tls.redirectHttp=true",
+            "tls.hsts=max-age=63072000"],
+    "hpa": ["autoscaling.enabled=true", "autoscaling.requestsPerSecond.enabled=true"],
+    "monitoring": ["monitoring.serviceMonitor.enabled=true",
+                   "monitoring.prometheusRule.enabled=true",
+                   "monitoring.grafanaDashboard.enabled=true"],
+    "ingress": ["ingress.enabled=true", "ingress.className=nginx",
+                "ingress.hosts[0].host=www.example.com", "ingress.hosts[0].paths[0]=/"],
+    "acme": ["replicaCount=1", "acme.enabled=true", "acme.contact[0]=mailto:ops@example.com",
+             "acme.domains[0]=example.com"],
+}
+
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
+
+
+def main():
+    p = run([HELM, "lint", "--strict", CHART], ok=False)
+    check(p.returncode == 0, f"helm lint --strict: {p.stdout}{p.stderr}")
+
+    work = tempfile.mkdtemp()
+    rendered = {}
+    for name, sets in VALUE_SETS.items():
+        p = template(*sets)
+        check(p.returncode == 0, f"{name}: helm template: {p.stderr}")
+        if p.returncode != 0:
+            continue
+        path = os.path.join(work, f"{name}.yaml")
+        open(path, "w").write(p.stdout)
+        rendered[name] = docs(p.stdout)
+        # Every built-in kind against the Kubernetes schemas; the prometheus-operator
+        # CRDs have none there and are checked below.
+        v = run([sys.executable, "-m", "kubernetes_validate", "--strict", "--quiet", path], ok=False)
+        bad = [l for l in (v.stdout + v.stderr).splitlines()
+               if l.strip() and not any(f"kind {k} " in l for k in CRD_KINDS)]
+        check(v.returncode == 0 and not bad, f"{name}: kubernetes-validate: {bad}")
+        check_config(name, rendered[name], work)
+
+    d = rendered["default"]
+    dep = kind(d, "Deployment")[0]
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    sc = c["securityContext"]
+    check(pod["securityContext"]["runAsNonRoot"] is True, "pod runs as non-root")
+    check(sc["readOnlyRootFilesystem"] is True, "read-only root filesystem")
+    check(sc["allowPrivilegeEscalation"] is False, "no privilege escalation")
+    check(sc["capabilities"]["drop"] == ["ALL"], "capabilities dropped")
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for probe, path in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")]:
+        g = c[probe]["httpGet"]
+        check(g["path"] == path and g["port"] == "admin" and g["scheme"] == "HTTP",
+              f"{probe} on the admin {path}")
+    check(ports.get("admin") == 9090, f"admin port {ports}")
+    cm = kind(d, "ConfigMap")[0]["data"]["gatehouse.toml"]
+    drain = int(cm.split('drain = "')[1].split("s")[0])
+    check(pod["terminationGracePeriodSeconds"] > drain + 5,
+          f"grace {pod['terminationGracePeriodSeconds']} s over the drain {drain} s and preStop")
+    check("preStop" in c["lifecycle"], "a preStop hook")
+    check(dep["spec"]["replicas"] == 2, "replicas from values")
+    check(len(kind(d, "Service")) == 2, "a public and an admin Service")
+    check(kind(d, "PodDisruptionBudget"), "a PodDisruptionBudget")
+    check(pod.get("topologySpreadConstraints"), "topology spread")
+    check(not kind(d, "HorizontalPodAutoscaler") and not kind(d, "Ingress")
+          and not kind(d, "ServiceMonitor"), "optional parts off by default")
+
+    # A config change rolls the pods; anything else doesn't change the checksum.
+    def checksum(*sets):
+        ds = docs(template(*sets).stdout)
+        return kind(ds, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    base = checksum()
+    check(checksum("config.logLevel=debug") != base, "a config change changes the checksum")
+    check(checksum("replicaCount=3") == base, "a replica change leaves the checksum")
+
+    t = rendered["tls"]
+    pod = kind(t, "Deployment")[0]["spec"]["template"]["spec"]
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    check("subPath" not in mounts["tls"], "the TLS Secret is mounted whole, so renewals reach the pod")
+    check(any(v.get("secret", {}).get("secretName") == "site-tls" for v in pod["volumes"]),
+          "the TLS volume is the Secret")
+    check(any(p["name"] == "https" for p in kind(t, "Service", "t-gatehouse")[0]["spec"]["ports"]),
+          "the Service has https")
+
+    h = rendered["hpa"]
+    hpa = kind(h, "HorizontalPodAutoscaler")[0]
+    check([m["type"] for m in hpa["spec"]["metrics"]] == ["Resource", "Pods"], "HPA on CPU and requests/s")
+    check("replicas" not in kind(h, "Deployment")[0]["spec"], "no fixed replicas under an HPA")
+
+    m = rendered["monitoring"]
+    sm = kind(m, "ServiceMonitor")[0]
+    check(sm["spec"]["endpoints"][0]["port"] == "admin" and sm["spec"]["endpoints"][0]["path"] == "/metrics",
+          "ServiceMonitor scrapes the admin port's /metrics")
+    admin = kind(m, "Service", "t-gatehouse-admin")[0]
+    check(all(admin["metadata"]["labels"].get(k) == v for k, v in sm["spec"]["selector"]["matchLabels"].items()),
+          "the ServiceMonitor selects the admin Service")
+    pr = kind(m, "PrometheusRule")[0]
+    shipped = []
+    for f in ["rules.yml", "alerts.yml"]:
+        shipped += yaml.safe_load(open(os.path.join(REPO, "dashboards/prometheus", f)))["groups"]
+    check(pr["spec"]["groups"] == shipped, "the PrometheusRule holds dashboards/prometheus's rules")
+    rules = os.path.join(work, "rules.yml")
+    yaml.safe_dump({"groups": pr["spec"]["groups"]}, open(rules, "w"))
+    if shutil.which(PROMTOOL):
+        p = run([PROMTOOL, "check", "rules", rules], ok=False)
+        check(p.returncode == 0, f"promtool on the PrometheusRule: {p.stdout}{p.stderr}")
+    dash = kind(m, "ConfigMap", "t-gatehouse-dashboard")[0]
+    check(dash["metadata"]["labels"].get("grafana_dashboard") == "1", "the sidecar's label")
+    shipped_dash = json.load(open(os.path.join(REPO, "dashboards/grafana/dashboards/gatehouse.json")))
+    check(json.loads(dash["data"]["gatehouse.json"]) == shipped_dash, "the dashboard as shipped")
+    for f, src in [("gatehouse.json", "dashboards/grafana/dashboards/gatehouse.json"),
+                   ("rules.yml", "dashboards/prometheus/rules.yml"),
+                   ("alerts.yml", "dashboards/prometheus/alerts.yml")]:
+        check(open(os.path.join(CHART, "files", f)).read() == open(os.path.join(REPO, src)).read(),
+              f"charts/gatehouse/files/{f} is a copy of {src} (cp it over)")
+
+    i = rendered["ingress"]
+    ing = kind(i, "Ingress")[0]
+    check(ing["spec"]["rules"][0]["host"] == "www.example.com", "the Ingress host")
+
+    a = rendered["acme"]
+    check(kind(a, "PersistentVolumeClaim"), "ACME keeps its state on a PVC")
+    check(kind(a, "Deployment")[0]["spec"]["strategy"]["type"] == "Recreate", "one ACME pod at a time")
+
+    # Wrong values fail at install time, saying which.
+    p = template("replicaCount=two")
+    check(p.returncode != 0 and "replicaCount" in p.stderr, f"a bad value is refused: {p.stderr}")
+    p = template("service.type=Internal")
+    check(p.returncode != 0 and "service.type" in p.stderr, f"an unknown Service type is refused: {p.stderr}")
+    p = template("acme.enabled=true", "replicaCount=3")
+    check(p.returncode != 0 and "one replica" in p.stderr, f"several ACME replicas are refused: {p.stderr}")
+    p = template("tls.enabled=true")
+    check(p.returncode != 0 and "secretName" in p.stderr, f"TLS without a Secret is refused: {p.stderr}")
+
+    print(f"chart: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+def check_config(name, ds, work):
+    """`gatehouse check` accepts the rendered gatehouse.toml, with only its in-pod paths
+    pointed at local stand-ins (the site, a certificate, the ACME state directory)."""
+    cm = kind(ds, "ConfigMap", "t-gatehouse")[0]["data"]["gatehouse.toml"]
+    d = os.path.join(work, name)
+    os.makedirs(os.path.join(d, "tls"), exist_ok=True)
+    os.makedirs(os.path.join(d, "acme"), exist_ok=True)
+    run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-days", "30", "-subj", "/CN=gatehouse.test",
+         "-addext", "subjectAltName=DNS:gatehouse.test",
+         "-keyout", os.path.join(d, "tls/tls.key"), "-out", os.path.join(d, "tls/tls.crt")])
+    local = (cm.replace("/srv/site", os.path.join(REPO, "examples/site"))
+               .replace("/etc/gatehouse/tls", os.path.join(d, "tls"))
+               .replace("/var/lib/gatehouse/acme", os.path.join(d, "acme")))
+    conf = os.path.join(d, "gatehouse.toml")
+    open(conf, "w").write(local)
+    p = run([GATEHOUSE, "--config", conf, "check"], ok=False)
+    check(p.returncode == 0, f"{name}: gatehouse check:\n{p.stdout}{p.stderr}\n{local}")
+
+
+if __name__ == "__main__":
+    main()
