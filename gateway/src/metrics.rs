@@ -10,7 +10,7 @@
 use crate::router::GatewayRouter;
 use crate::tls::acme::AcmeStatus;
 use crate::tls::Tls;
-use gatehouse_layers::metrics::{process, PrometheusHandle};
+use gatehouse_layers::metrics::PrometheusHandle;
 use metrics::{counter, gauge};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -143,12 +143,10 @@ impl Exporter {
 
     pub(crate) fn render(&self) -> String {
         self.collect();
-        let Some(h) = HANDLE.get() else {
-            return String::new();
-        };
-        let mut out = h.render();
-        process::render(&mut out);
-        out
+        match HANDLE.get() {
+            Some(h) => gatehouse_layers::metrics::render(h),
+            None => String::new(),
+        }
     }
 
     fn collect(&self) {

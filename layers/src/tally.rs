@@ -31,6 +31,14 @@ fn slot() -> usize {
 }
 
 impl Tally {
+    /// A zero count, usable in a `static`.
+    pub const fn new() -> Tally {
+        const ZERO: Slot = Slot(AtomicU64::new(0));
+        Tally {
+            slots: [ZERO; SLOTS],
+        }
+    }
+
     pub fn add(&self, n: u64) {
         self.slots[slot()].0.fetch_add(n, Ordering::Relaxed);
     }

@@ -3,7 +3,7 @@
 #![cfg(feature = "metrics")]
 
 use axum::{body::Body, routing::get, Router};
-use gatehouse_layers::metrics::{install, MetricsLayer};
+use gatehouse_layers::metrics::{install, render, MetricsLayer};
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use std::time::Duration;
@@ -50,7 +50,7 @@ async fn the_layer_counts_what_it_serves() {
         .oneshot(Request::get("/slow").body(Body::empty()).unwrap());
     let _ = tokio::time::timeout(Duration::from_millis(20), fut).await;
 
-    let text = prometheus.render();
+    let text = render(&prometheus);
     let req = |m: &str, s: &str| {
         value(
             &text,

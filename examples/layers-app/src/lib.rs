@@ -73,7 +73,7 @@ pub fn app(o: &Options) -> Result<App, String> {
         // Outside the layers: scrapes aren't counted, logged or compressed.
         .route(
             "/metrics",
-            get(move || std::future::ready(metrics.render())),
+            get(move || std::future::ready(gatehouse_layers::metrics::render(&metrics))),
         );
     Ok(App { router, log })
 }

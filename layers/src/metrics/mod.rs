@@ -11,23 +11,27 @@
 //!
 //! Labels are bounded: `route` is a name given when the layer is made, `method` one of the
 //! nine of RFC 9110 §9 or `OTHER`, `status` the code. Handles are registered once per
-//! route, method and status and kept, so a request costs a few atomic adds: no lock, no
-//! label hashing, no allocation. A request is counted when its response body has been
-//! sent (or dropped: then as sent so far); one dropped before it had a response counts as
-//! status 499, as nginx logs it.
+//! route, method and status and kept, and counts go to per-thread slots handed to the
+//! recorder at scrape time ([`refresh`]), so a request costs a few uncontended atomic adds
+//! and a histogram sample: no lock, no label hashing, no allocation. A request is counted
+//! when its response body has been sent (or dropped: then as sent so far); one dropped
+//! before it had a response counts as status 499, as nginx logs it.
 //!
 //! A recorder must be installed before the layer is made (handles made earlier stay
-//! no-ops); [`install`] installs `metrics-exporter-prometheus`'s with these buckets.
+//! no-ops); [`install`] installs `metrics-exporter-prometheus`'s with these buckets, and
+//! [`render`] makes the `/metrics` page: these metrics, any others recorded through the
+//! `metrics` crate, and the process's own ([`process`]).
 //!
-//! ```no_run
+//! ```
 //! use axum::{routing::get, Router};
-//! use gatehouse_layers::metrics::{install, MetricsLayer};
+//! use gatehouse_layers::metrics::{install, render, MetricsLayer};
 //!
 //! let prometheus = install().expect("no other recorder");
 //! let app: Router = Router::new()
 //!     .route("/", get(|| async { "hello" }))
 //!     .layer(MetricsLayer::new("home"))
-//!     .route("/metrics", get(move || std::future::ready(prometheus.render())));
+//!     .route("/metrics", get(move || std::future::ready(render(&prometheus))));
+//! # let _ = app;
 //! ```
 
 mod body;
@@ -38,7 +42,7 @@ mod service;
 
 pub use body::MetricsBody;
 pub use layer::MetricsLayer;
-pub use route::{RouteMetrics, Started};
+pub use route::{refresh, RouteMetrics, Started};
 pub use service::{Metrics, ResponseFuture};
 
 pub use metrics_exporter_prometheus::PrometheusHandle;
@@ -66,6 +70,15 @@ pub fn install() -> Result<PrometheusHandle, String> {
         .map_err(|e| e.to_string())?;
     describe();
     Ok(handle)
+}
+
+/// The `/metrics` page: brings the request counts up to date ([`refresh`]), then renders
+/// everything recorded, then the process's own figures.
+pub fn render(handle: &PrometheusHandle) -> String {
+    refresh();
+    let mut out = handle.render();
+    process::render(&mut out);
+    out
 }
 
 fn describe() {
