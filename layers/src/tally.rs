@@ -33,9 +33,17 @@ fn slot() -> usize {
 impl Tally {
     /// A zero count, usable in a `static`.
     pub const fn new() -> Tally {
-        const ZERO: Slot = Slot(AtomicU64::new(0));
         Tally {
-            slots: [ZERO; SLOTS],
+            slots: [
+                Slot(AtomicU64::new(0)),
+                Slot(AtomicU64::new(0)),
+                Slot(AtomicU64::new(0)),
+                Slot(AtomicU64::new(0)),
+                Slot(AtomicU64::new(0)),
+                Slot(AtomicU64::new(0)),
+                Slot(AtomicU64::new(0)),
+                Slot(AtomicU64::new(0)),
+            ],
         }
     }
 

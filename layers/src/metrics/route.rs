@@ -18,10 +18,13 @@ pub struct RouteMetrics {
 struct Shared {
     route: SharedString,
     /// By method slot, then status (100 to 599), each made and registered on first use.
-    requests: [OnceLock<Box<[OnceLock<Box<Slot>>]>>; METHODS.len()],
+    requests: [OnceLock<StatusTable>; METHODS.len()],
     duration: Histogram,
     bytes: Slot,
 }
+
+/// One method's counters, by status - 100.
+type StatusTable = Box<[OnceLock<Box<Slot>>]>;
 
 /// A counter of the recorder and the count it is brought up to at each refresh.
 struct Slot {
