@@ -5,6 +5,8 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 const SLOTS: usize = 8;
+// `Tally::new` spells out this many slots.
+const _: () = assert!(SLOTS == 8);
 
 #[repr(align(128))]
 #[derive(Default)]
