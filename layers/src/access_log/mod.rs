@@ -8,16 +8,27 @@
 //! and every other header but `Host`, `Referer`, `User-Agent` and `X-Request-Id` are never
 //! read, so no format can put a credential in a line.
 //!
-//! ```no_run
+//! ```
 //! use axum::{routing::get, Router};
 //! use gatehouse_layers::access_log::{AccessLog, AccessLogLayer, Destination, Format, LogWriter};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("access.log");
 //!
-//! let writer = LogWriter::open(Destination::File("access.log".into()), None, 8 << 20).unwrap();
+//! let writer = LogWriter::open(Destination::File(path.clone()), None, 8 << 20).unwrap();
 //! let app: Router = Router::new()
 //!     .route("/", get(|| async { "hello" }))
 //!     .layer(AccessLogLayer::new(AccessLog::new(writer.clone(), Format::Combined)));
+//! # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! # rt.block_on(async {
+//! #     use tower::ServiceExt;
+//! #     let req = http::Request::get("/").body(axum::body::Body::empty()).unwrap();
+//! #     let res = app.oneshot(req).await.unwrap();
+//! #     http_body_util::BodyExt::collect(res.into_body()).await.unwrap();
+//! # });
 //! // At shutdown, after the server has drained:
 //! writer.close();
+//! # let log = std::fs::read_to_string(&path).unwrap();
+//! # assert!(log.contains("\"GET / HTTP/1.1\" 200 5"), "{log}");
 //! ```
 //!
 //! The client's address comes from a [`ClientAddr`] request extension when there is one.

@@ -9,15 +9,29 @@
 //! does so without holding up other requests; a cached Basic success or a JWT whose key is
 //! known is decided inline, without allocating a future.
 //!
-//! ```no_run
+//! ```
 //! use axum::{routing::get, Router};
 //! use gatehouse_layers::auth::{AuthLayer, BasicAuth};
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let users = dir.path().join("users.htpasswd");
+//! # std::fs::write(&users, "ann:{SHA}/vNB+F2HQ559kaLUZbmHHvZrXpg=\n").unwrap(); // "s3cret"
 //!
-//! let auth = BasicAuth::open("users.htpasswd", "admin area", std::time::Duration::from_secs(60))
+//! let auth = BasicAuth::open(&users, "admin area", std::time::Duration::from_secs(60))
 //!     .expect("htpasswd");
 //! let app: Router = Router::new()
 //!     .route("/", get(|| async { "secret" }))
 //!     .layer(AuthLayer::new(auth));
+//! # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! # rt.block_on(async {
+//! #     use tower::ServiceExt;
+//! #     let req = http::Request::get("/").body(axum::body::Body::empty()).unwrap();
+//! #     assert_eq!(app.clone().oneshot(req).await.unwrap().status(), 401);
+//! #     let req = http::Request::get("/")
+//! #         .header("authorization", "Basic YW5uOnMzY3JldA==")
+//! #         .body(axum::body::Body::empty())
+//! #         .unwrap();
+//! #     assert_eq!(app.oneshot(req).await.unwrap().status(), 200);
+//! # });
 //! ```
 
 mod basic;
