@@ -246,6 +246,11 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Most request headers; more gets 431.
     pub max_headers: usize,
+    /// Longest request target (path and query) in bytes; longer gets 414.
+    pub max_uri_bytes: usize,
+    /// Client connections open at once, over all listeners; one more is closed as soon
+    /// as it is accepted (and counted in the log). 0: no limit.
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -253,6 +258,8 @@ impl Default for Limits {
         Limits {
             max_header_bytes: 16 * 1024,
             max_headers: 100,
+            max_uri_bytes: 8 * 1024,
+            max_connections: 65_536,
         }
     }
 }
@@ -290,6 +297,31 @@ pub struct Route {
     /// Authentication.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthConfig>,
+    /// A request rate per client address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitConfig>,
+}
+
+/// `[routes.rate_limit]`: a token bucket per client address (an IPv6 client by its /64).
+/// A request over the rate gets 429 with `Retry-After`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    pub requests_per_second: f64,
+    /// Requests a client may make at once before the rate applies.
+    pub burst: u32,
+    /// Peers (CIDRs) whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<String>,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig {
+            requests_per_second: 10.0,
+            burst: 20,
+            trusted_proxies: Vec::new(),
+        }
+    }
 }
 
 /// `[routes.auth]`: HTTP Basic from an htpasswd file, Bearer JWTs, or forward auth (one
@@ -734,6 +766,7 @@ impl Route {
             access_log: None,
             access: None,
             auth: None,
+            rate_limit: None,
         }
     }
 

@@ -41,6 +41,9 @@ pub(crate) fn normalise_and_validate(
             "must be at least 8192 (hyper's smallest read buffer)",
         );
     }
+    if config.limits.max_uri_bytes < 256 {
+        c.err("limits.max_uri_bytes", "must be at least 256");
+    }
     if config.limits.max_headers == 0 {
         c.err("limits.max_headers", "must be at least 1");
     }
@@ -197,6 +200,22 @@ pub(crate) fn normalise_and_validate(
                     "must not contain control characters",
                 );
             }
+        }
+        if let Some(r) = &route.rate_limit {
+            if !(r.requests_per_second.is_finite() && r.requests_per_second > 0.0) {
+                c.err(
+                    format!("{k}.rate_limit.requests_per_second"),
+                    "must be more than zero",
+                );
+            }
+            if r.burst == 0 {
+                c.err(format!("{k}.rate_limit.burst"), "must be at least 1");
+            }
+            check_cidrs(
+                &mut c,
+                &format!("{k}.rate_limit.trusted_proxies"),
+                &r.trusted_proxies,
+            );
         }
         if let Some(a) = &route.access {
             for (name, list) in [

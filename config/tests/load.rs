@@ -307,3 +307,18 @@ fn auth_settings_are_checked_and_named() {
     load("[[routes]]\n[routes.static]\n[routes.auth.forward]\nurl = \"http://127.0.0.1:9/auth\"\n")
         .unwrap();
 }
+
+#[test]
+fn rate_limits_and_uri_limits_are_checked() {
+    let e = load("[limits]\nmax_uri_bytes = 10\n[[routes]]\n[routes.static]\n[routes.rate_limit]\nrequests_per_second = 0\nburst = 0\ntrusted_proxies = [\"10.0.0.0/33\"]\n")
+        .unwrap_err()
+        .to_string();
+    for key in [
+        "limits.max_uri_bytes",
+        "routes.0.rate_limit.requests_per_second",
+        "routes.0.rate_limit.burst",
+        "routes.0.rate_limit.trusted_proxies.0",
+    ] {
+        assert!(e.contains(key), "{key} missing from: {e}");
+    }
+}

@@ -71,7 +71,14 @@ struct RouteEntry {
     log: Option<AccessLog>,
     access: Option<Arc<IpRules>>,
     auth: Option<Auth>,
+    rate: Option<Arc<RouteRate>>,
     metrics: Option<&'static RouteMetrics>,
+}
+
+/// A route's rate limit, and whose `X-Forwarded-For` names the client.
+struct RouteRate {
+    limiter: gatehouse_layers::rate_limit::RateLimiter,
+    trusted: CidrSet,
 }
 
 /// One route's handles, made once per route name for the life of the process: a reload
@@ -317,6 +324,19 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
                 Some(a) => Some(route_auth(i, a)?),
                 None => None,
             },
+            rate: route.rate_limit.as_ref().map(|r| {
+                Arc::new(RouteRate {
+                    limiter: gatehouse_layers::rate_limit::RateLimiter::new(
+                        r.requests_per_second,
+                        r.burst,
+                    ),
+                    trusted: CidrSet::new(
+                        r.trusted_proxies
+                            .iter()
+                            .filter_map(|c| gatehouse_config::parse_cidr(c)),
+                    ),
+                })
+            }),
             metrics: metrics.then(|| route_metrics(route.name())),
         };
         if route.hosts.is_empty() {
@@ -569,6 +589,16 @@ impl GatewayRouter {
         if let Some(rules) = &route.access {
             if !rules.allows(conn.peer, req.headers()) {
                 return RouterFuture::ready(plain(StatusCode::FORBIDDEN, "forbidden\n"));
+            }
+        }
+        if let (Some(rate), None) = (&route.rate, authed) {
+            let peer = conn
+                .peer
+                .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.ip());
+            let client = client_ip(peer, req.headers(), &rate.trusted);
+            if let Err(wait) = rate.limiter.check(client) {
+                let res = gatehouse_layers::rate_limit::too_many_requests(wait);
+                return RouterFuture::ready(res.map(GateBody::full));
             }
         }
         let proxied = matches!(

@@ -12,6 +12,7 @@
 //!   the request.
 //! - [`auth`]: HTTP Basic from an htpasswd file, Bearer JWTs, forward auth.
 //! - [`metrics`]: request metrics per route for Prometheus, and the process's own.
+//! - [`rate_limit`]: a token bucket per client address, answering 429 with `Retry-After`.
 //! - [`cidr`]: IP network sets and the client address behind trusted proxies.
 //! - [`path`]: the one path normalisation every layer and the router share.
 
@@ -31,5 +32,7 @@ pub mod open_file_cache;
 pub mod path;
 #[cfg(feature = "precompress")]
 pub mod precompress;
+#[cfg(feature = "rate-limit")]
+pub mod rate_limit;
 pub mod siblings;
 pub mod tally;

@@ -204,12 +204,14 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
             metrics: self.router.unrouted_metrics(),
         };
         let started = out.metrics.map(|m| m.start(req.method()));
-        let inner = match self.front.intercepts() {
-            true => match self.front.intercept(&req) {
-                Some(res) => RouterFuture::ready(res),
-                None => self.router.dispatch(req, self.conn, &mut out),
-            },
-            false => self.router.dispatch(req, self.conn, &mut out),
+        let early = match self.front.too_long(&req) {
+            Some(res) => Some(res),
+            None if self.front.intercepts() => self.front.intercept(&req),
+            None => None,
+        };
+        let inner = match early {
+            Some(res) => RouterFuture::ready(res),
+            None => self.router.dispatch(req, self.conn, &mut out),
         };
         ConnFuture {
             inner,

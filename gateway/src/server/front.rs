@@ -18,11 +18,20 @@ pub(crate) struct Front {
     pub(crate) acme: Option<ChallengeTokens>,
     /// Plain HTTP/1.1 only: file bodies may go out with sendfile.
     pub(crate) sendfile: bool,
+    /// A longer request target gets 414 (RFC 9110 §15.5.15).
+    pub(crate) max_uri_bytes: usize,
 }
 
 impl Front {
     pub(crate) fn intercepts(&self) -> bool {
         self.redirect.is_some() || self.acme.is_some()
+    }
+
+    /// 414 for a request target longer than the limit.
+    pub(crate) fn too_long<B>(&self, req: &Request<B>) -> Option<Response<GateBody>> {
+        let len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+        (self.max_uri_bytes > 0 && len > self.max_uri_bytes)
+            .then(|| crate::static_files::plain(http::StatusCode::URI_TOO_LONG, "URI too long\n"))
     }
 
     /// The response to give instead of routing, if any.

@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     /// Set when the drain timeout has passed: runtimes stop with connections still open.
     forced: AtomicBool,
     connections: AtomicUsize,
+    /// When a refused connection was last logged, in 10-second units.
+    refusal_logged: std::sync::atomic::AtomicU64,
     shutdown: watch::Sender<bool>,
     /// `/metrics`, when metrics are on.
     pub(crate) exporter: std::sync::OnceLock<crate::metrics::Exporter>,
@@ -65,6 +67,8 @@ struct ConnSettings {
     auto: hyper_util::server::conn::auto::Builder<InlineFirst>,
     keep_alive: Duration,
     header_read: Duration,
+    /// 0: no limit.
+    max_connections: usize,
 }
 
 /// hyper's HTTP/2 server hands each stream to an executor. This one polls the stream once
@@ -96,6 +100,7 @@ struct ListenerKind {
     tls: Option<Arc<Tls>>,
     h2c: bool,
     open: metrics::Gauge,
+    refused: metrics::Counter,
     handshakes: metrics::Counter,
     handshake_failures: metrics::Counter,
 }
@@ -108,6 +113,7 @@ impl ListenerKind {
             tls,
             h2c,
             open: metrics::gauge!("gatehouse_connections_open", "listener" => label),
+            refused: metrics::counter!("gatehouse_connections_refused_total", "listener" => label),
             handshakes: metrics::counter!("gatehouse_tls_handshakes_total", "listener" => label),
             handshake_failures: metrics::counter!(
                 "gatehouse_tls_handshake_failures_total",
@@ -280,6 +286,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         draining: AtomicBool::new(false),
         forced: AtomicBool::new(false),
         connections: AtomicUsize::new(0),
+        refusal_logged: std::sync::atomic::AtomicU64::new(u64::MAX),
         shutdown: tx,
         exporter: std::sync::OnceLock::new(),
     });
@@ -318,6 +325,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         auto,
         keep_alive: config.timeouts.keep_alive,
         header_read: config.timeouts.header_read,
+        max_connections: config.limits.max_connections,
     });
 
     let redirect = match (&config.tls, https_addrs.first()) {
@@ -331,6 +339,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
             acme: tokens,
             // sendfile markers need hyper's HTTP/1 writer, which the h2c path may not use.
             sendfile: !config.h2c,
+            max_uri_bytes: config.limits.max_uri_bytes,
         },
         None,
         config.h2c,
@@ -341,6 +350,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
             redirect: None,
             acme: None,
             sendfile: false,
+            max_uri_bytes: config.limits.max_uri_bytes,
         },
         tls.clone(),
         false,
@@ -502,7 +512,22 @@ async fn accept_loop(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    shared.connections.fetch_add(1, Ordering::SeqCst);
+                    let open = shared.connections.fetch_add(1, Ordering::SeqCst);
+                    if settings.max_connections > 0 && open >= settings.max_connections {
+                        // Over the limit: closed at once, which costs less than keeping it
+                        // waiting in the backlog.
+                        shared.connections.fetch_sub(1, Ordering::SeqCst);
+                        kind.refused.increment(1);
+                        drop(stream);
+                        let now = crate::proxy::health::now_ms() / 10_000;
+                        if shared.refusal_logged.swap(now, Ordering::Relaxed) != now {
+                            tracing::warn!(
+                                "limits.max_connections ({}) reached: closing new connections",
+                                settings.max_connections
+                            );
+                        }
+                        continue;
+                    }
                     kind.open.increment(1.0);
                     let guard = ConnGuard(shared.clone(), kind.clone());
                     let (router, settings, rx) = (router.clone(), settings.clone(), shutdown.clone());
