@@ -40,6 +40,10 @@ fn describe() {
         "Client connections open, by listener."
     );
     describe_counter!(
+        "gatehouse_connections_refused_total",
+        "Connections closed on accept because limits.max_connections were open."
+    );
+    describe_counter!(
         "gatehouse_tls_handshakes_total",
         "TLS handshakes completed."
     );

@@ -204,7 +204,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
             metrics: self.router.unrouted_metrics(),
         };
         let started = out.metrics.map(|m| m.start(req.method()));
-        let early = match self.front.too_long(&req) {
+        let early = match self.front.refuse(&req) {
             Some(res) => Some(res),
             None if self.front.intercepts() => self.front.intercept(&req),
             None => None,

@@ -27,11 +27,25 @@ impl Front {
         self.redirect.is_some() || self.acme.is_some()
     }
 
-    /// 414 for a request target longer than the limit.
-    pub(crate) fn too_long<B>(&self, req: &Request<B>) -> Option<Response<GateBody>> {
+    /// The 4xx for a request refused before routing, if it is one:
+    /// - 414 for a target longer than the limit (RFC 9110 §15.5.15);
+    /// - 400 for an HTTP/1.1 request without exactly one `Host` (RFC 9112 §3.2).
+    ///
+    /// (A body framed by both `Content-Length` and `Transfer-Encoding` never gets here:
+    /// hyper reads it by `Transfer-Encoding` alone and closes the connection after the
+    /// response, as RFC 9112 §6.1 allows.)
+    pub(crate) fn refuse<B>(&self, req: &Request<B>) -> Option<Response<GateBody>> {
         let len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-        (self.max_uri_bytes > 0 && len > self.max_uri_bytes)
-            .then(|| crate::static_files::plain(http::StatusCode::URI_TOO_LONG, "URI too long\n"))
+        if self.max_uri_bytes > 0 && len > self.max_uri_bytes {
+            return Some(plain(StatusCode::URI_TOO_LONG, "URI too long\n"));
+        }
+        if req.version() == http::Version::HTTP_11 {
+            let mut hosts = req.headers().get_all(HOST).iter();
+            if hosts.next().is_none() || hosts.next().is_some() {
+                return Some(plain(StatusCode::BAD_REQUEST, "bad request: Host\n"));
+            }
+        }
+        None
     }
 
     /// The response to give instead of routing, if any.
