@@ -508,6 +508,9 @@ pub struct ProxyConfig {
     pub strip_prefix: bool,
     /// Largest request body, in bytes; larger gets 413. 0: no limit.
     pub max_body_bytes: u64,
+    /// Largest response head an upstream may send, in bytes (at least 8192); a larger
+    /// one is a 502.
+    pub max_response_header_bytes: usize,
     #[serde(with = "humantime_serde")]
     pub connect_timeout: std::time::Duration,
     /// From the request sent to the response head received.
@@ -565,6 +568,7 @@ impl Default for ProxyConfig {
             keep_host: true,
             strip_prefix: false,
             max_body_bytes: 0,
+            max_response_header_bytes: 64 * 1024,
             connect_timeout: std::time::Duration::from_secs(5),
             response_timeout: std::time::Duration::from_secs(60),
             body_idle_timeout: std::time::Duration::from_secs(60),

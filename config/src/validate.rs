@@ -347,6 +347,12 @@ fn check_compression(c: &mut Collector, k: &str, comp: &crate::CompressionConfig
 
 fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
     let kp = format!("{k}.proxy");
+    if px.max_response_header_bytes < 8192 {
+        c.err(
+            format!("{kp}.max_response_header_bytes"),
+            "must be at least 8192",
+        );
+    }
     if px.upstreams.is_empty() {
         c.err(format!("{kp}.upstreams"), "at least one upstream is needed");
     }

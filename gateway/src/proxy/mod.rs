@@ -163,6 +163,10 @@ impl Proxy {
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .http2_only(cfg.http2)
+            // A response head larger than this is a 502, as nginx's "upstream sent too
+            // big header"; hyper's default would take (and pass on) some 400 KiB.
+            .http1_max_buf_size(cfg.max_response_header_bytes.max(8192))
+            .http2_max_header_list_size(cfg.max_response_header_bytes.min(u32::MAX as usize) as u32)
             .build(connector);
         Ok(Proxy {
             inner: Arc::new(Inner {
