@@ -16,7 +16,12 @@ OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-64}
 WARMUP=${WARMUP:-2s}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k,idle-1000}
+# idle-1000: IDLE_CONNECTIONS held open and mostly idle (one request at the start, one at
+# the end), beside IDLE_ACTIVE connections making IDLE_RATE requests a second in all.
+IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-900}
+IDLE_ACTIVE=${IDLE_ACTIVE:-100}
+IDLE_RATE=${IDLE_RATE:-3000}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 # Extra settings for gatehouse (RUNTIME: per-core or shared; *_TOML: lines added to its config).
 RUNTIME=${RUNTIME:-}
@@ -95,7 +100,7 @@ scenario_path() {
     proxy-1k) echo /1k.bin ;;
     https-1k | h2-1k) echo /1k.bin ;;
     https-1m) echo /1m.bin ;;
-    log-1k | auth-basic-1k) echo /1k.bin ;;
+    log-1k | auth-basic-1k | idle-1000) echo /1k.bin ;;
     *) return 1 ;;
   esac
 }
@@ -371,6 +376,16 @@ measure() { # scenario server port
     return 0
   fi
   [ -n "$header" ] && hargs+=(-H "$header")
+  local idle_pid=""
+  echo 0 > "$WORK/idle.failed"
+  if [ "$scenario" = idle-1000 ]; then
+    conns=$IDLE_ACTIVE
+    hargs+=(-q "$IDLE_RATE")
+    rm -f "$WORK/idle.stop"
+    python3 "$ROOT/bench/idle.py" 127.0.0.1 "$port" "$IDLE_CONNECTIONS" "$path" "$WORK/idle.stop" > "$WORK/idle.json" &
+    idle_pid=$!
+    sleep 2
+  fi
   "$OHA" -z "$WARMUP" -c "$conns" --no-tui --disable-compression -w "${hargs[@]}" \
     --output-format json "$url" > "$WORK/warm.json" 2> /dev/null || true
   local hz t0 t1
@@ -386,10 +401,18 @@ measure() { # scenario server port
   case "$server" in gatehouse*) curl -s -m 5 "http://127.0.0.1:$ADMIN_GH/metrics" > "$WORK/metrics1" || true ;; esac
   local rss
   rss=$(peak_rss_kib)
+  if [ -n "$idle_pid" ]; then
+    # Every idle connection must still be open and answer its last request.
+    touch "$WORK/idle.stop"
+    wait "$idle_pid" || true
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["failed"] + (int(sys.argv[2]) - d["held"]))' \
+      "$WORK/idle.json" "$IDLE_CONNECTIONS" > "$WORK/idle.failed" 2> /dev/null || echo "$IDLE_CONNECTIONS" > "$WORK/idle.failed"
+    say "  idle connections: $(cat "$WORK/idle.json" 2> /dev/null)"
+  fi
   python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
-    "$size" "$WORK/metrics0" "$WORK/metrics1" >> "$ROWS" <<'PY'
+    "$size" "$WORK/metrics0" "$WORK/metrics1" "$(cat "$WORK/idle.failed")" >> "$ROWS" <<'PY'
 import json, sys
-path, scenario, server, ticks, hz, rss_kib, size, m0, m1 = sys.argv[1:]
+path, scenario, server, ticks, hz, rss_kib, size, m0, m1, idle_failed = sys.argv[1:]
 
 def scrape(p):
     """process_cpu_seconds_total and the sum of gatehouse_http_requests_total."""
@@ -421,7 +444,7 @@ except Exception as e:
 codes = {int(k): v for k, v in (d.get("statusCodeDistribution") or {}).items()}
 ok = codes.get(200, 0)
 requests = sum(codes.values())
-errors = requests - ok + sum((d.get("errorDistribution") or {}).values())
+errors = requests - ok + sum((d.get("errorDistribution") or {}).values()) + int(idle_failed)
 # Any 200 whose body was not the file's length shows in the byte total.
 total = d["summary"].get("totalData") or 0
 if ok and total != ok * size:

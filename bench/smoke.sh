@@ -20,7 +20,7 @@ def check(cond, what):
         failed += 1
         print("FAIL:", what)
 seen = {(r["scenario"], r["server"]) for r in rows}
-for scenario in ["static-1k", "static-1m", "text-gzip", "proxy-1k", "https-1k", "h2-1k", "https-1m", "log-1k"]:
+for scenario in ["static-1k", "static-1m", "text-gzip", "proxy-1k", "https-1k", "h2-1k", "https-1m", "log-1k", "idle-1000"]:
     for server in ["gatehouse", "nginx", "caddy"]:
         check((scenario, server) in seen, f"a row for {scenario}/{server}")
 for server in ["gatehouse", "nginx"]:

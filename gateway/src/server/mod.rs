@@ -532,13 +532,21 @@ async fn accept_loop(
                     let guard = ConnGuard(shared.clone(), kind.clone());
                     let (router, settings, rx) = (router.clone(), settings.clone(), shutdown.clone());
                     let kind = kind.clone();
-                    tokio::spawn(async move {
+                    let fut = async move {
+                        // Boxed apart: the task holds only the kind it serves (a plain
+                        // connection's state is half a TLS one's), which is most of an
+                        // idle connection's memory.
                         match &kind.tls {
-                            Some(tls) => serve_tls(stream, peer, &kind, tls, router, &settings, rx).await,
-                            None => serve_connection(stream, peer, &kind, router, &settings, rx).await,
+                            Some(tls) => {
+                                Box::pin(serve_tls(stream, peer, &kind, tls, router, &settings, rx)).await
+                            }
+                            None => {
+                                Box::pin(serve_connection(stream, peer, &kind, router, &settings, rx)).await
+                            }
                         }
                         drop(guard);
-                    });
+                    };
+                    tokio::spawn(fut);
                 }
                 Err(e) => {
                     // EMFILE and friends: back off rather than spin; the listener stays.
