@@ -27,7 +27,7 @@ pub struct App {
 }
 
 /// A script worth compressing, with a version (strong `ETag`) to cache its encodings by.
-pub const SCRIPT: &str = include_str!("app.js");
+pub const SCRIPT: &str = include_str!("../../../bench/app.js");
 
 /// The Prometheus recorder, installed once per process: a second app in the same process
 /// (a test) shares it.
