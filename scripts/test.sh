@@ -59,6 +59,10 @@ echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== each layer alone (a cargo feature per layer)"
+for f in open-file-cache precompress access-log auth metrics acme rate-limit; do
+  cargo check --quiet -p gatehouse-layers --no-default-features --features "$f"
+done
 echo "== cargo test"
 cargo test --workspace
 echo "== cargo doc (no warnings)"
