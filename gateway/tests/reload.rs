@@ -123,3 +123,58 @@ fn a_broken_config_is_refused_and_serving_goes_on() {
     assert_eq!(post_reload(&s).status, 200);
     assert_eq!(s.get("/").status, 404);
 }
+
+#[test]
+fn sighup_reloads_under_load_fail_no_request() {
+    let g = spawn_gatehouse("");
+    let conf = g.dir.path().join("gatehouse.toml");
+    let base = std::fs::read_to_string(&conf).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let failures = Arc::new(AtomicUsize::new(0));
+    let addr = g.addr;
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (stop, failures) = (stop.clone(), failures.clone());
+            std::thread::spawn(move || {
+                let mut c = Conn::open(addr);
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let r = c.request("GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+                    if (r.status, r.text().as_str()) != (200, "hello, world\n") {
+                        failures.fetch_add(1, Ordering::SeqCst);
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    for i in 0..6 {
+        std::thread::sleep(Duration::from_millis(150));
+        // Each reload changes the routes (a cache-control header on and off).
+        let extra = if i % 2 == 0 {
+            "[[routes]]\n[routes.static]\ncache_control = \"max-age=60\"\n"
+        } else {
+            ""
+        };
+        std::fs::write(&conf, format!("{base}{extra}")).unwrap();
+        unsafe { libc::kill(g.child.id() as i32, libc::SIGHUP) };
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::SeqCst);
+    let total: usize = load.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(total > 100, "only {total} requests");
+    assert_eq!(failures.load(Ordering::SeqCst), 0, "of {total}");
+    let log = std::fs::read_to_string(g.dir.path().join("stderr.log")).unwrap();
+    assert!(!log.contains("refused"), "{log}");
+    // And the reloads took: the last one set a Cache-Control.
+    std::fs::write(
+        &conf,
+        format!("{base}[[routes]]\n[routes.static]\ncache_control = \"max-age=60\"\n"),
+    )
+    .unwrap();
+    unsafe { libc::kill(g.child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(500));
+    let r = send(g.addr, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.header("cache-control"), Some("max-age=60"));
+}
