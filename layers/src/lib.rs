@@ -36,3 +36,22 @@ pub mod precompress;
 pub mod rate_limit;
 pub mod siblings;
 pub mod tally;
+
+/// A short plain-text answer (an error page) with its length: the one the layers give
+/// when they answer instead of the Service.
+#[cfg(any(feature = "auth", feature = "rate-limit", feature = "precompress"))]
+pub(crate) fn text_response(
+    status: http::StatusCode,
+    body: &'static str,
+) -> http::Response<bytes::Bytes> {
+    use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+    let mut res = http::Response::new(bytes::Bytes::from_static(body.as_bytes()));
+    *res.status_mut() = status;
+    let h = res.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(CONTENT_LENGTH, http::HeaderValue::from(body.len()));
+    res
+}

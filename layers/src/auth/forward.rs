@@ -201,7 +201,7 @@ impl ForwardAuth {
 }
 
 fn unavailable() -> Response<Bytes> {
-    super::text(
+    crate::text_response(
         StatusCode::SERVICE_UNAVAILABLE,
         "authentication unavailable\n",
     )

@@ -47,7 +47,7 @@ pub use jwt::{JwksOptions, JwtAuth, JwtOptions};
 pub use layer::{AuthLayer, AuthService};
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::header::WWW_AUTHENTICATE;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use std::future::Future;
 use std::net::IpAddr;
@@ -157,7 +157,7 @@ impl Auth {
 /// 401 with `challenge` in `WWW-Authenticate` (RFC 7235 §3.1), and no word on what was
 /// wrong: Basic's and Bearer's answer alike.
 pub(crate) fn unauthorized(challenge: &HeaderValue) -> Response<Bytes> {
-    let mut res = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
+    let mut res = crate::text_response(StatusCode::UNAUTHORIZED, "unauthorized\n");
     res.headers_mut()
         .insert(WWW_AUTHENTICATE, challenge.clone());
     res
@@ -165,17 +165,5 @@ pub(crate) fn unauthorized(challenge: &HeaderValue) -> Response<Bytes> {
 
 /// 403: the credentials are good, the user isn't let in.
 pub(crate) fn forbidden() -> Response<Bytes> {
-    text(StatusCode::FORBIDDEN, "forbidden\n")
-}
-
-pub(crate) fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
-    let mut res = Response::new(Bytes::from_static(body.as_bytes()));
-    *res.status_mut() = status;
-    let h = res.headers_mut();
-    h.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    res
+    crate::text_response(StatusCode::FORBIDDEN, "forbidden\n")
 }

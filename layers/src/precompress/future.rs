@@ -441,13 +441,5 @@ fn not_acceptable<B>() -> Response<PrecompressBody<B>> {
 }
 
 fn status<B>(status: StatusCode, text: &'static str) -> Response<PrecompressBody<B>> {
-    let mut res = Response::new(PrecompressBody::bytes(Bytes::from_static(text.as_bytes())));
-    *res.status_mut() = status;
-    res.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    res.headers_mut()
-        .insert(CONTENT_LENGTH, HeaderValue::from(text.len()));
-    res
+    crate::text_response(status, text).map(PrecompressBody::bytes)
 }

@@ -157,16 +157,9 @@ fn shard_of(ip: IpAddr) -> usize {
 /// 429 with `Retry-After` in whole seconds, at least 1.
 pub fn too_many_requests(wait: Duration) -> http::Response<bytes::Bytes> {
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-    let body = bytes::Bytes::from_static(b"too many requests\n");
-    let mut res = http::Response::new(body);
-    *res.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
-    let h = res.headers_mut();
-    h.insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
-    h.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(18));
+    let mut res = crate::text_response(http::StatusCode::TOO_MANY_REQUESTS, "too many requests\n");
+    res.headers_mut()
+        .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
     res
 }
 
