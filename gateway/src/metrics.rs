@@ -10,23 +10,17 @@
 use crate::router::GatewayRouter;
 use crate::tls::acme::AcmeStatus;
 use crate::tls::Tls;
-use gatehouse_layers::metrics::PrometheusHandle;
+use gatehouse_layers::metrics::installed;
 use metrics::{counter, gauge};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-
-/// Installs the Prometheus recorder, once per process: before the router and the
-/// listeners are made, so that their handles record.
+/// Installs the Prometheus recorder (once per process; again is harmless): before the
+/// router and the listeners are made, so that their handles record.
 pub fn install() -> Result<(), String> {
-    if HANDLE.get().is_some() {
-        return Ok(());
-    }
-    let h = gatehouse_layers::metrics::install()?;
-    let _ = HANDLE.set(h);
+    gatehouse_layers::metrics::install()?;
     metrics::describe_gauge!("gatehouse_build_info", "Always 1; the version is a label.");
     gauge!("gatehouse_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     describe();
@@ -128,7 +122,7 @@ impl Exporter {
         tls: Option<Arc<Tls>>,
         acme: Option<Arc<AcmeStatus>>,
     ) -> Option<Exporter> {
-        HANDLE.get()?;
+        installed()?;
         Some(Exporter {
             router,
             tls,
@@ -140,14 +134,14 @@ impl Exporter {
     /// Histogram samples are folded into buckets here; run every few seconds so that
     /// rare scrapes don't let them pile up.
     pub(crate) fn upkeep(&self) {
-        if let Some(h) = HANDLE.get() {
+        if let Some(h) = installed() {
             h.run_upkeep();
         }
     }
 
     pub(crate) fn render(&self) -> String {
         self.collect();
-        match HANDLE.get() {
+        match installed() {
             Some(h) => gatehouse_layers::metrics::render(h),
             None => String::new(),
         }

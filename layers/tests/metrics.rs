@@ -18,6 +18,9 @@ fn value(text: &str, series: &str) -> f64 {
 #[tokio::test]
 async fn the_layer_counts_what_it_serves() {
     let prometheus = install().unwrap();
+    // Again (another app in the process): the same recorder, not an error.
+    install().unwrap();
+    assert!(gatehouse_layers::metrics::installed().is_some());
     let app: Router = Router::new()
         .route("/", get(|| async { "hello" }))
         .route(

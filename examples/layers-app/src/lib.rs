@@ -6,11 +6,10 @@ use axum::routing::get;
 use axum::Router;
 use gatehouse_layers::access_log::{AccessLog, AccessLogLayer, Destination, Format, LogWriter};
 use gatehouse_layers::auth::{AuthLayer, BasicAuth};
-use gatehouse_layers::metrics::{MetricsLayer, PrometheusHandle};
+use gatehouse_layers::metrics::MetricsLayer;
 use gatehouse_layers::precompress::PrecompressLayer;
 use http::header::{CONTENT_TYPE, ETAG};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Where the app keeps its files.
@@ -29,19 +28,9 @@ pub struct App {
 /// A script worth compressing, with a version (strong `ETag`) to cache its encodings by.
 pub const SCRIPT: &str = include_str!("../../../bench/app.js");
 
-/// The Prometheus recorder, installed once per process: a second app in the same process
-/// (a test) shares it.
-fn prometheus() -> Result<PrometheusHandle, String> {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    if let Some(h) = HANDLE.get() {
-        return Ok(h.clone());
-    }
-    let h = gatehouse_layers::metrics::install()?;
-    Ok(HANDLE.get_or_init(|| h).clone())
-}
-
 pub fn app(o: &Options) -> Result<App, String> {
-    let metrics = prometheus()?;
+    // Once per process; a second app (a test) gets the same handle.
+    let metrics = gatehouse_layers::metrics::install()?;
     let log = LogWriter::open(Destination::File(o.access_log.clone()), None, 8 << 20)
         .map_err(|e| format!("{}: {e}", o.access_log.display()))?;
     let auth = BasicAuth::open(&o.htpasswd, "admin", Duration::from_secs(60))?;

@@ -59,17 +59,31 @@ pub const BYTES: &str = "gatehouse_http_response_bytes_total";
 pub const IN_FLIGHT: &str = "gatehouse_http_requests_in_flight";
 
 /// Installs the Prometheus recorder globally, with [`DURATION_BUCKETS`] for every
-/// histogram, and returns the handle that renders `/metrics`. Histogram samples are
-/// folded into their buckets when rendering; call [`PrometheusHandle::run_upkeep`] every
-/// few seconds as well if scrapes may be rare, to bound the memory they hold.
+/// histogram, and returns the handle that renders `/metrics`; called again (by a second
+/// app in the process, or a test), it returns the same handle. It fails only when another
+/// recorder holds the `metrics` crate. Histogram samples are folded into their buckets
+/// when rendering; call [`PrometheusHandle::run_upkeep`] every few seconds as well if
+/// scrapes may be rare, to bound the memory they hold.
 pub fn install() -> Result<PrometheusHandle, String> {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _once = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(h) = HANDLE.get() {
+        return Ok(h.clone());
+    }
     let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(&DURATION_BUCKETS)
         .map_err(|e| e.to_string())?
         .install_recorder()
         .map_err(|e| e.to_string())?;
     describe();
-    Ok(handle)
+    Ok(HANDLE.get_or_init(|| handle).clone())
+}
+
+static HANDLE: std::sync::OnceLock<PrometheusHandle> = std::sync::OnceLock::new();
+
+/// The handle [`install`] returned, if it has been called.
+pub fn installed() -> Option<&'static PrometheusHandle> {
+    HANDLE.get()
 }
 
 /// The `/metrics` page: brings the request counts up to date ([`refresh`]), then renders
