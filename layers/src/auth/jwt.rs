@@ -313,11 +313,6 @@ impl JwtAuth {
         Ok(grant)
     }
 
-    /// The headers this check sets, which a client must not be able to send itself.
-    pub fn forwarded_headers(&self) -> impl Iterator<Item = &HeaderName> {
-        self.inner.forward.iter().map(|(_, h)| h)
-    }
-
     /// Starts a background refetch when the set has grown old.
     fn maybe_refresh(&self) {
         let Some(r) = &self.inner.remote else { return };
