@@ -2,20 +2,13 @@
 //! (every name resolves to 127.0.0.1). gatehouse runs as the binary, so that what it logs
 //! is part of what is checked.
 mod common;
+use common::free_port;
 use common::pki::Ca;
 use common::tls::*;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn wait_listening(port: u16, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);

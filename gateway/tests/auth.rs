@@ -252,16 +252,7 @@ fn jwt_keys_from_a_jwk_set_are_chosen_by_kid() {
     )
     .unwrap();
     let s = jwt_server(&set, "\"HS256\"");
-    let with_kid = |kid: &str, secret: &[u8]| {
-        let mut h = Header::new(Algorithm::HS256);
-        h.kid = Some(kid.into());
-        encode(
-            &h,
-            &claims(serde_json::json!({})),
-            &EncodingKey::from_secret(secret),
-        )
-        .unwrap()
-    };
+    let with_kid = |kid: &str, secret: &[u8]| hs_token(kid, secret, serde_json::json!({}));
     assert_eq!(
         s.get_with("/api/x", &bearer(&with_kid("k1", b"secret-one")))
             .status,

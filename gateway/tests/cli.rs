@@ -1,5 +1,7 @@
 //! The binary: configuration sources and their precedence, unknown keys, `check`, serving a
 //! directory with no config file, bind failures and signals.
+mod common;
+use common::free_port;
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;
 use std::path::Path;
@@ -220,14 +222,6 @@ fn spawn(args: &[&str]) -> (std::process::Child, String) {
     let _ = child.kill();
     let _ = child.wait();
     panic!("gatehouse did not report its address");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]
