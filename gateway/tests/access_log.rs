@@ -248,12 +248,7 @@ fn a_template_with_an_unknown_field_names_its_key() {
         "root = {:?}\n[[routes]]\n[routes.static]\n[routes.access_log]\ntemplate = \"$remote_addr $http_cookie\"\n",
         fixtures().join("site").display().to_string()
     );
-    let config = gatehouse_config::Loader::new()
-        .no_default_file()
-        .no_env()
-        .toml_str(toml)
-        .load()
-        .unwrap();
+    let config = load_config(toml).unwrap();
     let e = gatehouse::router::build(&config)
         .err()
         .expect("refused")

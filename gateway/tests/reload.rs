@@ -31,12 +31,7 @@ fn server_with_file(dir: &std::path::Path, first: &str) -> (TestServer, PathBuf)
             "root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n{text}",
             root.display().to_string()
         );
-        let config = gatehouse_config::Loader::new()
-            .no_default_file()
-            .no_env()
-            .toml_str(toml)
-            .load()
-            .map_err(|e| e.to_string())?;
+        let config = load_config(toml)?;
         router.reload(&config).map_err(|e| e.to_string())
     }));
     (s, file)

@@ -338,12 +338,7 @@ async fn h2c_by_prior_knowledge_beside_http11() {
 #[test]
 fn a_missing_certificate_stops_the_start_with_its_key() {
     let toml = format!("root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n[tls]\nlisten = \"127.0.0.1:0\"\n[[tls.certs]]\ncert = \"/nonexistent/c.pem\"\nkey = \"/nonexistent/k.pem\"\n", fixtures().join("site").display().to_string());
-    let config = gatehouse_config::Loader::new()
-        .no_default_file()
-        .no_env()
-        .toml_str(toml)
-        .load()
-        .unwrap();
+    let config = load_config(toml).unwrap();
     let router = gatehouse::router::build(&config).unwrap_or_else(|_| {
         gatehouse::router::build(&gatehouse_config::Config::default()).unwrap()
     });

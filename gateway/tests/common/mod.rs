@@ -40,12 +40,7 @@ impl TestServer {
             root = root.display().to_string(),
             workers = if extra_toml.contains("workers") { "" } else { "workers = 1\n" },
         );
-        let config = gatehouse_config::Loader::new()
-            .no_default_file()
-            .no_env()
-            .toml_str(toml)
-            .load()
-            .unwrap_or_else(|e| panic!("config: {e}"));
+        let config = load_config(toml).unwrap_or_else(|e| panic!("config: {e}"));
         let router = gatehouse::router::build(&config).expect("router");
         let handle = gatehouse::start(&config, router.clone()).expect("start");
         TestServer {
@@ -322,6 +317,16 @@ pub fn admin_and_root(admin_tables: &str) -> (tempfile::TempDir, TestServer) {
         ),
     );
     (dir, s)
+}
+
+/// A configuration from TOML alone: no default file, no environment.
+pub fn load_config(toml: String) -> Result<gatehouse_config::Config, String> {
+    gatehouse_config::Loader::new()
+        .no_default_file()
+        .no_env()
+        .toml_str(toml)
+        .load()
+        .map_err(|e| e.to_string())
 }
 
 /// The gatehouse binary running as a child process (so that its CPU and memory are its
