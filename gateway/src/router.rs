@@ -20,7 +20,7 @@ use gatehouse_config::{
     AccessLogConfig, Coding, CompressionConfig, Config, LogFormat, Route, StaticConfig,
 };
 use gatehouse_layers::access_log::{
-    AccessLog, Destination, Format, LogBody, LogWriter, Record, Rotation,
+    AccessLog, Destination, Format, LogBody, LogEnd, LogWriter, Record, Rotation,
 };
 use gatehouse_layers::auth::{
     Auth, BasicAuth, Check, Client, ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions,
@@ -901,7 +901,12 @@ impl Future for RouterFuture {
         Poll::Ready(Ok(match this.log.take() {
             Some((mut record, log)) => {
                 record.respond(res.status(), res.extensions());
-                res.map(|b| GateBody::Boxed(axum::body::Body::new(LogBody::new(b, record, log))))
+                res.map(|b| {
+                    GateBody::Boxed(axum::body::Body::new(LogBody::new(
+                        b,
+                        LogEnd { record, log },
+                    )))
+                })
             }
             None => res,
         }))

@@ -36,6 +36,8 @@ pub mod precompress;
 pub mod rate_limit;
 pub mod siblings;
 pub mod tally;
+#[cfg(any(feature = "access-log", feature = "metrics"))]
+pub mod watched;
 
 /// A short plain-text answer (an error page) with its length: the one the layers give
 /// when they answer instead of the Service.

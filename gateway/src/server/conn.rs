@@ -14,8 +14,9 @@ use super::sendfile::Channel;
 use crate::body::{BoxError, GateBody};
 use crate::router::{GatewayRouter, Pending, PendingLog, RouterFuture};
 use bytes::Bytes;
-use gatehouse_layers::access_log::LogBody;
-use gatehouse_layers::metrics::{MetricsBody, RouteMetrics, Started};
+use gatehouse_layers::access_log::LogEnd;
+use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics, Started};
+use gatehouse_layers::watched::{Both, Watched};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper_util::rt::TokioIo;
@@ -282,17 +283,20 @@ impl Future for ConnFuture {
                 f.allow_sendfile();
             }
         }
-        // The line is written as the body ends, or when hyper drops it (sent, or cut off).
-        let inner = match this.log.take() {
-            Some((mut record, log)) => {
-                record.respond(parts.status, &parts.extensions);
-                LogBody::new(body, record, log)
-            }
-            None => LogBody::passthrough(body),
-        };
-        let inner = match this.metrics.take() {
-            Some((m, started)) => MetricsBody::new(inner, m, started, parts.status.as_u16()),
-            None => MetricsBody::passthrough(inner),
+        // The line is written and the request counted as the body ends, or when hyper
+        // drops it (sent, or cut off): one count of the bytes serves both.
+        let log = this.log.take().map(|(mut record, log)| {
+            record.respond(parts.status, &parts.extensions);
+            LogEnd { record, log }
+        });
+        let metrics = this.metrics.take().map(|(metrics, started)| MetricsEnd {
+            metrics,
+            started,
+            status: parts.status.as_u16(),
+        });
+        let inner = match (log, metrics) {
+            (None, None) => Watched::passthrough(body),
+            (log, metrics) => Watched::new(body, Both(log, metrics)),
         };
         Poll::Ready(Ok(Response::from_parts(parts, ConnBody { inner, state })))
     }
@@ -300,7 +304,7 @@ impl Future for ConnFuture {
 
 /// A response body whose drop marks the end of the request for the watchdog.
 pub(crate) struct ConnBody {
-    inner: MetricsBody<LogBody<GateBody>, &'static RouteMetrics>,
+    inner: Watched<GateBody, Both<Option<LogEnd>, Option<MetricsEnd<&'static RouteMetrics>>>>,
     state: Option<Arc<ConnState>>,
 }
 

@@ -39,7 +39,7 @@ mod layer;
 mod service;
 pub mod writer;
 
-pub use body::LogBody;
+pub use body::{LogBody, LogEnd};
 pub use format::{ClientAddr, Field, Format, Record, UpstreamInfo};
 pub use layer::AccessLogLayer;
 pub use service::{AccessLogService, ResponseFuture};

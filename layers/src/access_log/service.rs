@@ -74,7 +74,9 @@ where
             Ok(res) => {
                 record.respond(res.status(), res.extensions());
                 let log = this.log.clone();
-                Poll::Ready(Ok(res.map(|b| LogBody::new(b, record, log))))
+                Poll::Ready(Ok(
+                    res.map(|b| LogBody::new(b, super::LogEnd { record, log }))
+                ))
             }
             Err(e) => {
                 record.status = 500;

@@ -40,7 +40,7 @@ pub mod process;
 mod route;
 mod service;
 
-pub use body::MetricsBody;
+pub use body::{MetricsBody, MetricsEnd};
 pub use layer::MetricsLayer;
 pub use route::{refresh, RouteMetrics, Started};
 pub use service::{Metrics, ResponseFuture};

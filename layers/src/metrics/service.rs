@@ -70,7 +70,16 @@ where
         match res {
             Ok(res) => {
                 let status = res.status().as_u16();
-                Poll::Ready(Ok(res.map(|b| MetricsBody::new(b, m, s, status))))
+                Poll::Ready(Ok(res.map(|b| {
+                    MetricsBody::new(
+                        b,
+                        super::MetricsEnd {
+                            metrics: m,
+                            started: s,
+                            status,
+                        },
+                    )
+                })))
             }
             Err(e) => {
                 m.finish(s, 500, 0);
