@@ -218,6 +218,25 @@ impl Handle {
     }
 }
 
+/// The HTTP/2 limits, the same over TLS (ALPN) and h2c; the two builders share no type.
+/// Each has a flood test in `tests/h2_floods.rs`.
+macro_rules! h2_limits {
+    ($b:expr, $config:expr) => {
+        $b.timer(TokioTimer::new())
+            .max_header_list_size($config.limits.max_header_bytes as u32)
+            .max_concurrent_streams(256)
+            // Rapid reset (CVE-2023-44487): more than 20 streams reset by the client before
+            // they were answered is a GOAWAY(ENHANCE_YOUR_CALM).
+            .max_pending_accept_reset_streams(20)
+            // Streams the server itself had to reset for the client's errors.
+            .max_local_error_reset_streams(1024)
+            // What a stream may queue for a client that doesn't read (RFC 9113 §5.2 flow
+            // control bounds the rest); PING and SETTINGS floods are held back by h2 not
+            // reading further frames until its owed PONG or ACK is written.
+            .max_send_buf_size(400 * 1024)
+    };
+}
+
 /// Binds the listeners and starts serving `router`.
 pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
     let workers = if config.workers == 0 {
@@ -306,19 +325,17 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         builder.max_headers(config.limits.max_headers);
     }
     let mut h2 = http2::Builder::new(InlineFirst);
-    h2.timer(TokioTimer::new())
-        .max_header_list_size(config.limits.max_header_bytes as u32)
-        .max_concurrent_streams(256);
+    h2_limits!(h2, config);
     let mut auto = hyper_util::server::conn::auto::Builder::new(InlineFirst);
     auto.http1()
         .keep_alive(true)
         .writev(true)
         .max_buf_size(config.limits.max_header_bytes.max(8192))
         .header_read_timeout(None);
-    auto.http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(config.limits.max_header_bytes as u32)
-        .max_concurrent_streams(256);
+    if config.limits.max_headers != 100 {
+        auto.http1().max_headers(config.limits.max_headers);
+    }
+    h2_limits!(auto.http2(), config);
     let settings = Arc::new(ConnSettings {
         builder,
         h2,
