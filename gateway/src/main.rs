@@ -161,6 +161,10 @@ fn run(o: Overrides) -> ExitCode {
     if dropped > 0 {
         tracing::warn!("access log: {dropped} lines were dropped (the writer fell behind)");
     }
+    let failed = router.log_lines_failed();
+    if failed > 0 {
+        tracing::warn!("access log: {failed} lines were lost to write errors");
+    }
     if clean {
         tracing::info!("stopped");
     } else {

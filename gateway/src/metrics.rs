@@ -105,6 +105,10 @@ fn describe() {
         "gatehouse_access_log_lines_dropped_total",
         "Access log lines dropped because the writer fell behind (should stay 0)."
     );
+    describe_counter!(
+        "gatehouse_access_log_lines_failed_total",
+        "Access log lines lost because the destination refused them, e.g. a full disk (should stay 0)."
+    );
 }
 
 /// Renders `/metrics`: `None` when metrics are off.
@@ -193,6 +197,12 @@ impl Exporter {
             "gatehouse_access_log_lines_dropped_total",
             self.router.log_lines_dropped(),
             counter!("gatehouse_access_log_lines_dropped_total"),
+        );
+        carry(
+            0,
+            "gatehouse_access_log_lines_failed_total",
+            self.router.log_lines_failed(),
+            counter!("gatehouse_access_log_lines_failed_total"),
         );
         if let Some(a) = &self.acme {
             for (outcome, v) in [

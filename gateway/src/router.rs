@@ -713,6 +713,14 @@ impl GatewayRouter {
             .unwrap_or(0)
     }
 
+    /// Access log lines lost because their destination refused them (a full disk, say).
+    pub fn log_lines_failed(&self) -> u64 {
+        self.logs
+            .lock()
+            .map(|l| l.values().map(|w| w.failed()).sum())
+            .unwrap_or(0)
+    }
+
     /// Where requests are counted before (or without) a route; `None` with metrics off.
     pub(crate) fn unrouted_metrics(&self) -> Option<&'static RouteMetrics> {
         self.unrouted

@@ -61,7 +61,7 @@ fn rules() -> Vec<(String, String, bool)> {
         }
         assert!(name.is_none(), "{f}: a rule without its expr");
     }
-    assert_eq!(out.len(), 6, "{out:?}");
+    assert_eq!(out.len(), 7, "{out:?}");
     out
 }
 

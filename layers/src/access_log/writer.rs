@@ -5,7 +5,9 @@
 //! out every 50 ms, or at once when one passes 64 KiB, and writes them with one call each.
 //! If it falls behind and the buffers hold `max_pending` bytes, further lines are dropped
 //! and counted ([`LogWriter::dropped`]), and the count is logged; nothing is dropped
-//! silently. [`LogWriter::close`] writes everything held and stops the thread: the server
+//! silently. Lines the destination refuses (a full disk) are counted too
+//! ([`LogWriter::failed`]), the error is logged at most every 10 s, and requests go on
+//! being served. [`LogWriter::close`] writes everything held and stops the thread: the server
 //! calls it after draining, so every completed request is in the file.
 
 use std::fs::{File, OpenOptions};
@@ -19,6 +21,7 @@ use std::time::Duration;
 const SHARDS: usize = 8;
 const WAKE_AT: usize = 64 * 1024;
 const INTERVAL: Duration = Duration::from_millis(50);
+const REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// Where a log goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -40,6 +43,7 @@ struct Shared {
     pending: AtomicUsize,
     max_pending: usize,
     dropped: AtomicU64,
+    failed: AtomicU64,
     lines: AtomicU64,
     wake: Mutex<bool>,
     cv: Condvar,
@@ -96,17 +100,21 @@ impl Sink {
         }
     }
 
-    fn write(&mut self, buf: &[u8]) -> io::Result<()> {
+    /// Writes `buf`; on an error, also says how many bytes did go, so that the lines lost
+    /// can be counted.
+    fn write(&mut self, buf: &[u8]) -> Result<(), (usize, io::Error)> {
         match self {
             Sink::Stdout(s) => {
                 let mut s = s.lock();
-                s.write_all(buf)?;
-                s.flush()
+                let done = write_counted(&mut s, buf)?;
+                s.flush().map_err(|e| (done, e))
             }
             Sink::File { file, size, .. } => {
-                file.write_all(buf)?;
-                *size += buf.len() as u64;
-                Ok(())
+                let done = write_counted(file, buf);
+                *size += match &done {
+                    Ok(n) | Err((n, _)) => *n as u64,
+                };
+                done.map(|_| ())
             }
         }
     }
@@ -152,6 +160,7 @@ impl LogWriter {
             pending: AtomicUsize::new(0),
             max_pending,
             dropped: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
             lines: AtomicU64::new(0),
             wake: Mutex::new(false),
             cv: Condvar::new(),
@@ -213,6 +222,11 @@ impl LogWriter {
         self.shared.dropped.load(Ordering::Relaxed)
     }
 
+    /// Lines lost because the destination refused them (a full disk, say).
+    pub fn failed(&self) -> u64 {
+        self.shared.failed.load(Ordering::Relaxed)
+    }
+
     /// Lines accepted so far.
     pub fn lines(&self) -> u64 {
         self.shared.lines.load(Ordering::Relaxed)
@@ -236,9 +250,28 @@ impl LogWriter {
     }
 }
 
+/// `write_all`, keeping count of the bytes written before an error.
+fn write_counted(w: &mut impl Write, buf: &[u8]) -> Result<usize, (usize, io::Error)> {
+    let mut done = 0;
+    while done < buf.len() {
+        match w.write(&buf[done..]) {
+            Ok(0) => return Err((done, io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((done, e)),
+        }
+    }
+    Ok(done)
+}
+
 fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotation>) {
     let mut spare: Vec<u8> = Vec::new();
     let mut reported = 0;
+    // A line cut short by a failed write is ended before the next one, so the lines
+    // after it stay whole.
+    let mut torn = false;
+    let mut last_failure: Option<std::time::Instant> = None;
+    let mut failed_reported = 0;
     loop {
         if let Ok(w) = sh.wake.lock() {
             if let Ok((mut w, _)) = sh.cv.wait_timeout_while(w, INTERVAL, |w| !*w) {
@@ -260,8 +293,22 @@ fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotati
                 _ => continue,
             };
             sh.pending.fetch_sub(taken.len(), Ordering::Relaxed);
-            if let Err(e) = sink.write(&taken) {
-                tracing::error!("access log: writing {dest:?}: {e}");
+            if torn && sink.write(b"\n").is_ok() {
+                torn = false;
+            }
+            if let Err((done, e)) = sink.write(&taken) {
+                // Every line not wholly written is lost; a partial one is ended later.
+                let lost = taken[done..].iter().filter(|&&b| b == b'\n').count() as u64;
+                let failed = sh.failed.fetch_add(lost, Ordering::Relaxed) + lost;
+                torn = done > 0 && taken[done - 1] != b'\n';
+                if last_failure.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+                    tracing::error!(
+                        "access log: writing {dest:?}: {e}; {} lines lost since the last report, {failed} in all",
+                        failed - failed_reported
+                    );
+                    last_failure = Some(std::time::Instant::now());
+                    failed_reported = failed;
+                }
             }
             spare = taken;
             spare.clear();
