@@ -448,3 +448,105 @@ async fn external_account_binding_when_the_ca_requires_it() {
         .await;
     assert!(got.is_some(), "no certificate; log:\n{}", g.log());
 }
+
+/// Issue 9: a kill -9 under load, then a restart. The certificate and account written
+/// (each through a temporary file and a rename) are used as they are, and the access log
+/// holds only whole lines, the new ones after the old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_load_leaves_the_acme_state_and_the_access_log_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let (http_port, tls_port) = (free_port(), free_port());
+    let mut pebble = Pebble::start(dir.path(), http_port, tls_port);
+    let state = dir.path().join("state");
+    let access = dir.path().join("access.log");
+    let toml = format!(
+        "{}[[routes]]\n[routes.static]\n[routes.access_log]\npath = {:?}\n",
+        acme_toml(&pebble, &state, "http-01", "", &[&["www.gatehouse.test"]]),
+        access.display().to_string()
+    );
+    let mut g = Gatehouse::start(dir.path(), &toml, http_port, tls_port, "first");
+    let root = pebble.root().await;
+    let serial = g
+        .serial("www.gatehouse.test", &root, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|| panic!("no certificate; log:\n{}", g.log()));
+    g.wait_log("certificate obtained", Duration::from_secs(5));
+
+    // Two keep-alive clients hammer the plain listener until the process disappears.
+    let plain = SocketAddr::from(([127, 0, 0, 1], http_port));
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = common::Conn::open(plain);
+                let mut ok = 0u64;
+                loop {
+                    c.send(b"GET /hello.txt HTTP/1.1\r\nHost: www.gatehouse.test\r\n\r\n");
+                    match c.read_response(false) {
+                        Some(r) if r.status == 200 => ok += 1,
+                        _ => return ok,
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    let child = g.child.take().expect("running");
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGKILL) };
+    let served: u64 = clients.into_iter().map(|t| t.join().unwrap()).sum();
+    drop(child);
+
+    let whole_lines = |text: &str| {
+        assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
+        for l in text.lines() {
+            assert!(
+                l.starts_with("127.0.0.1 - - [") && l.contains("\"GET /hello.txt HTTP/1.1\" 200 "),
+                "not a whole line: {l:?}"
+            );
+        }
+        text.lines().count() as u64
+    };
+    let before = std::fs::read_to_string(&access).unwrap();
+    let logged = whole_lines(&before);
+    println!(
+        "kill -9 after {served} requests answered: {logged} whole lines in the log, {} lost \
+         with the writer's last 50 ms",
+        served - logged
+    );
+    assert!(served > 100, "{served}");
+    assert!(logged > 0 && logged <= served, "{logged} of {served}");
+
+    // Restart without the CA: the stored certificate at once, no new order.
+    pebble.stop();
+    let g2 = Gatehouse::start(dir.path(), &toml, http_port, tls_port, "second");
+    let again = g2
+        .serial("www.gatehouse.test", &root, Duration::from_secs(2))
+        .await;
+    assert_eq!(again.as_deref(), Some(serial.as_str()));
+    let log = g2.log();
+    assert!(log.contains("using the stored certificate"), "{log}");
+    assert!(!log.contains("ordering from"), "{log}");
+    assert!(!state.read_dir().unwrap().any(|e| e
+        .unwrap()
+        .path()
+        .extension()
+        .is_some_and(|x| x == "tmp")));
+    let r = common::send(
+        plain,
+        "GET /hello.txt HTTP/1.1\r\nHost: www.gatehouse.test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let after = std::fs::read_to_string(&access).unwrap();
+        if after.len() > before.len() {
+            assert!(after.starts_with(&before), "the old lines were changed");
+            assert_eq!(whole_lines(&after), logged + 1);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new request was never logged"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
