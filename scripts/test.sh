@@ -72,3 +72,5 @@ HELM="$HELM" GATEHOUSE="$PWD/target/debug/gatehouse" python3 charts/test_chart.p
 echo "== bench smoke test"
 cargo build --release --quiet
 bash bench/smoke.sh
+echo "== hardening: 1,500 connections against nginx (bench/hardening.sh)"
+bash bench/hardening.sh
