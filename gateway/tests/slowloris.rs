@@ -151,14 +151,17 @@ fn slowloris(addr: SocketAddr) -> Figures {
 
 /// nginx on the same site with the same header timeout, for the figures beside
 /// gatehouse's (issue 9 asks for both from one run). Killed on drop.
-struct Nginx(std::process::Child, tempfile::TempDir);
+struct Nginx {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
 
 impl Drop for Nginx {
     fn drop(&mut self) {
         // SIGTERM, so that the master stops its workers too (a SIGKILL would leave them
         // running, holding the test's output open).
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
     }
 }
 
@@ -190,7 +193,7 @@ fn nginx(port: u16) -> Nginx {
         assert!(Instant::now() < deadline, "nginx never listened");
         std::thread::sleep(Duration::from_millis(20));
     }
-    Nginx(child, dir)
+    Nginx { child, _dir: dir }
 }
 
 #[test]
