@@ -188,15 +188,20 @@ impl JwtAuth {
         v.algorithms = algs;
         v.leeway = o.leeway.as_secs();
         v.validate_nbf = true;
+        // jsonwebtoken compares `iss` and `aud` only when the token has them (as strings or
+        // lists): a route that names some must also require them, or a token without them,
+        // or with a number there, passes.
         if o.issuers.is_empty() {
             v.iss = None;
         } else {
             v.set_issuer(&o.issuers);
+            v.required_spec_claims.insert("iss".into());
         }
         if o.audiences.is_empty() {
             v.validate_aud = false;
         } else {
             v.set_audience(&o.audiences);
+            v.required_spec_claims.insert("aud".into());
         }
         let forward = o
             .forward_claims
@@ -450,5 +455,67 @@ fn family(a: Algorithm) -> Family {
         RS256 | RS384 | RS512 | PS256 | PS384 | PS512 => Family::Rsa,
         ES256 | ES384 => Family::Ec,
         EdDSA => Family::Ed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::json;
+
+    const KEY: &[u8] = b"test-secret";
+
+    fn auth(dir: &Path) -> JwtAuth {
+        let path = dir.join("key");
+        std::fs::write(&path, KEY).unwrap();
+        let o = JwtOptions {
+            algorithms: vec!["HS256".into()],
+            issuers: vec!["https://issuer.test".into()],
+            audiences: vec!["gatehouse".into()],
+            leeway: Duration::from_secs(5),
+            forward_claims: vec![],
+            require: vec![],
+            realm: "test".into(),
+        };
+        JwtAuth::from_key_file(&path, &o).unwrap()
+    }
+
+    fn status(a: &JwtAuth, claims: Value) -> u16 {
+        let token =
+            jsonwebtoken::encode(&Header::default(), &claims, &EncodingKey::from_secret(KEY))
+                .unwrap();
+        let mut h = HeaderMap::new();
+        h.insert(
+            AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+        );
+        match a.check_request(&mut h) {
+            Check::Allow => 200,
+            Check::Deny(res) => res.status().as_u16(),
+            Check::Wait(_) => panic!("no key to fetch"),
+        }
+    }
+
+    /// Found by the `jwt` fuzz target: with issuers and audiences configured, a token
+    /// without `iss` or `aud` (or with a number there) was let in.
+    #[test]
+    fn configured_issuer_and_audience_are_required() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = auth(dir.path());
+        let exp = unix_now() + 3600;
+        let iss = "https://issuer.test";
+        assert_eq!(
+            status(&a, json!({"exp": exp, "iss": iss, "aud": "gatehouse"})),
+            200
+        );
+        assert_eq!(status(&a, json!({"exp": exp, "aud": "gatehouse"})), 401);
+        assert_eq!(status(&a, json!({"exp": exp, "iss": iss})), 401);
+        assert_eq!(status(&a, json!({"exp": exp})), 401);
+        assert_eq!(
+            status(&a, json!({"exp": exp, "iss": 42, "aud": "gatehouse"})),
+            401
+        );
+        assert_eq!(status(&a, json!({"exp": exp, "iss": iss, "aud": 7})), 401);
     }
 }
