@@ -12,6 +12,8 @@ command -v nginx > /dev/null || need_apt+=(nginx)
 command -v caddy > /dev/null || need_apt+=(caddy)
 command -v curl > /dev/null || need_apt+=(curl)
 command -v openssl > /dev/null || need_apt+=(openssl)
+# libFuzzer, built by the fuzz targets, is C++.
+command -v g++ > /dev/null || need_apt+=(g++)
 # The ACME tests run against a real CA: Pebble and its DNS test server, from Debian.
 command -v pebble > /dev/null && command -v pebble-challtestsrv > /dev/null || need_apt+=(pebble)
 # The metrics tests run the shipped Prometheus files in a real Prometheus, check them with
@@ -74,3 +76,5 @@ cargo build --release --quiet
 bash bench/smoke.sh
 echo "== hardening: 1,500 connections against nginx (bench/hardening.sh)"
 bash bench/hardening.sh
+echo "== fuzzing: every target for 30 s (scripts/fuzz.sh; FUZZ_SECONDS for longer)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-30} bash scripts/fuzz.sh
