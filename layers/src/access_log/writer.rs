@@ -3,7 +3,8 @@
 //! A request appends its line to one of a few buffers (chosen by thread, so two workers
 //! rarely meet on a lock) and never waits on the disk. The writer thread swaps the buffers
 //! out every 50 ms, or at once when one passes 64 KiB, and writes them with one call each.
-//! If it falls behind and the buffers hold `max_pending` bytes, further lines are dropped
+//! If it falls behind and the buffers hold `max_pending` bytes (an equal share each),
+//! further lines are dropped
 //! and counted ([`LogWriter::dropped`]), and the count is logged; nothing is dropped
 //! silently. Lines the destination refuses (a full disk) are counted too
 //! ([`LogWriter::failed`]), the error is logged at most every 10 s, and requests go on
@@ -38,13 +39,24 @@ pub struct Rotation {
     pub keep: usize,
 }
 
+/// One thread's buffer and counts. Aligned to its own cache lines: two workers appending
+/// to neighbouring shards would otherwise bounce one line between their cores on every
+/// request, as they did on the shared byte and line counters this replaces.
+#[repr(align(128))]
+struct Shard(Mutex<Buf>);
+
+#[derive(Default)]
+struct Buf {
+    bytes: Vec<u8>,
+    lines: u64,
+}
+
 struct Shared {
-    shards: Vec<Mutex<Vec<u8>>>,
-    pending: AtomicUsize,
-    max_pending: usize,
+    shards: Vec<Shard>,
+    /// Each shard holds at most this many bytes; `max_pending` across all of them.
+    shard_max: usize,
     dropped: AtomicU64,
     failed: AtomicU64,
-    lines: AtomicU64,
     wake: Mutex<bool>,
     cv: Condvar,
     reopen: AtomicBool,
@@ -156,12 +168,12 @@ impl LogWriter {
     ) -> io::Result<LogWriter> {
         let mut sink = Sink::open(&dest)?;
         let shared = Arc::new(Shared {
-            shards: (0..SHARDS).map(|_| Mutex::new(Vec::new())).collect(),
-            pending: AtomicUsize::new(0),
-            max_pending,
+            shards: (0..SHARDS)
+                .map(|_| Shard(Mutex::new(Buf::default())))
+                .collect(),
+            shard_max: max_pending.div_ceil(SHARDS),
             dropped: AtomicU64::new(0),
             failed: AtomicU64::new(0),
-            lines: AtomicU64::new(0),
             wake: Mutex::new(false),
             cv: Condvar::new(),
             reopen: AtomicBool::new(false),
@@ -187,23 +199,21 @@ impl LogWriter {
     /// false if the line was dropped because the writer is too far behind.
     pub fn append(&self, fill: impl FnOnce(&mut Vec<u8>)) -> bool {
         let sh = &self.shared;
-        if sh.pending.load(Ordering::Relaxed) >= sh.max_pending || sh.stop.load(Ordering::Relaxed) {
-            sh.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
         let i = SHARD.with(|s| *s);
         let len = {
-            let Ok(mut buf) = sh.shards[i].lock() else {
+            let Ok(mut buf) = sh.shards[i].0.lock() else {
                 sh.dropped.fetch_add(1, Ordering::Relaxed);
                 return false;
             };
-            let before = buf.len();
-            fill(&mut buf);
-            let added = buf.len() - before;
-            sh.pending.fetch_add(added, Ordering::Relaxed);
-            buf.len()
+            if buf.bytes.len() >= sh.shard_max || sh.stop.load(Ordering::Relaxed) {
+                drop(buf);
+                sh.dropped.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            fill(&mut buf.bytes);
+            buf.lines += 1;
+            buf.bytes.len()
         };
-        sh.lines.fetch_add(1, Ordering::Relaxed);
         if len >= WAKE_AT {
             self.wake();
         }
@@ -229,7 +239,11 @@ impl LogWriter {
 
     /// Lines accepted so far.
     pub fn lines(&self) -> u64 {
-        self.shared.lines.load(Ordering::Relaxed)
+        self.shared
+            .shards
+            .iter()
+            .map(|s| s.0.lock().map_or(0, |b| b.lines))
+            .sum()
     }
 
     /// Reopens the file (after logrotate moved it), at the writer's next turn.
@@ -286,13 +300,12 @@ fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotati
             }
         }
         for shard in &sh.shards {
-            let taken = match shard.lock() {
-                Ok(mut buf) if !buf.is_empty() => {
-                    std::mem::replace(&mut *buf, std::mem::take(&mut spare))
+            let taken = match shard.0.lock() {
+                Ok(mut buf) if !buf.bytes.is_empty() => {
+                    std::mem::replace(&mut buf.bytes, std::mem::take(&mut spare))
                 }
                 _ => continue,
             };
-            sh.pending.fetch_sub(taken.len(), Ordering::Relaxed);
             if torn && sink.write(b"\n").is_ok() {
                 torn = false;
             }
