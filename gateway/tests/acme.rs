@@ -287,15 +287,29 @@ async fn http01_certificate_is_served_then_reused_after_a_restart() {
     // is attempted.
     g.stop();
     pebble.stop();
-    let g2 = Gatehouse::start(dir.path(), &toml, http_port, tls_port, "second");
-    let again = g2
-        .serial("www.gatehouse.test", &root, Duration::from_secs(2))
+    let ports = (http_port, tls_port);
+    restarts_from_state(dir.path(), &toml, ports, &root, &serial).await;
+}
+
+/// Starts gatehouse again on `toml` with the CA gone: the stored certificate (of serial
+/// `serial`) must be served at once, and no order attempted.
+async fn restarts_from_state(
+    dir: &Path,
+    toml: &str,
+    (http_port, tls_port): (u16, u16),
+    root: &str,
+    serial: &str,
+) -> Gatehouse {
+    let g = Gatehouse::start(dir, toml, http_port, tls_port, "second");
+    let again = g
+        .serial("www.gatehouse.test", root, Duration::from_secs(2))
         .await;
-    assert_eq!(again.as_deref(), Some(serial.as_str()));
+    assert_eq!(again.as_deref(), Some(serial));
     std::thread::sleep(Duration::from_millis(500));
-    let log = g2.log();
+    let log = g.log();
     assert!(log.contains("using the stored certificate"), "{log}");
     assert!(!log.contains("ordering from"), "{log}");
+    g
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -517,14 +531,8 @@ async fn kill_9_under_load_leaves_the_acme_state_and_the_access_log_intact() {
 
     // Restart without the CA: the stored certificate at once, no new order.
     pebble.stop();
-    let g2 = Gatehouse::start(dir.path(), &toml, http_port, tls_port, "second");
-    let again = g2
-        .serial("www.gatehouse.test", &root, Duration::from_secs(2))
-        .await;
-    assert_eq!(again.as_deref(), Some(serial.as_str()));
-    let log = g2.log();
-    assert!(log.contains("using the stored certificate"), "{log}");
-    assert!(!log.contains("ordering from"), "{log}");
+    let ports = (http_port, tls_port);
+    let _g2 = restarts_from_state(dir.path(), &toml, ports, &root, &serial).await;
     assert!(!state.read_dir().unwrap().any(|e| e
         .unwrap()
         .path()

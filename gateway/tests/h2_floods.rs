@@ -185,62 +185,39 @@ fn rapid_reset_is_answered_with_goaway() {
     others_served(g.addr);
 }
 
-#[test]
-fn ping_flood_is_held_back_and_memory_stays_bounded() {
+/// Offers 2,000,000 copies of `one` on a connection that never reads what the server owes
+/// back for them: h2 must stop reading until its answer is written, so that TCP holds the
+/// client back, with the server's memory bounded and another client served.
+fn held_back(what: &str, one: Vec<u8>) {
     let g = server();
     let pid = g.child.id();
     let rss0 = rss_kib(pid);
-    // Never reads: every PONG the server owes piles up unless it stops reading.
     let mut c = Raw::open(g.addr, false);
-    let ping = frame(PING, 0, 0, &[7; 8]);
-    let burst: Vec<u8> = ping
-        .iter()
-        .copied()
-        .cycle()
-        .take(ping.len() * 1000)
-        .collect();
-    let n = 2000; // 2,000,000 PINGs, 34 MB
+    let burst: Vec<u8> = one.iter().copied().cycle().take(one.len() * 1000).collect();
+    let n = 2000;
     let sent = c.flood(&burst, n) * 1000;
     let rss = rss_kib(pid);
     println!(
-        "PING flood: {sent} of {} PINGs accepted before TCP held the client back; RSS {rss0} → {rss} KiB",
+        "{what} flood: {sent} of {} accepted before TCP held the client back; RSS {rss0} → {rss} KiB",
         n * 1000
     );
     assert!(
         sent < n * 1000,
-        "the server took every PING without answering"
+        "the server took every {what} without answering"
     );
     assert!(rss < rss0 + 32 * 1024, "RSS grew from {rss0} to {rss} KiB");
     others_served(g.addr);
 }
 
 #[test]
+fn ping_flood_is_held_back_and_memory_stays_bounded() {
+    held_back("PING", frame(PING, 0, 0, &[7; 8]));
+}
+
+#[test]
 fn settings_flood_is_held_back_and_memory_stays_bounded() {
-    let g = server();
-    let pid = g.child.id();
-    let rss0 = rss_kib(pid);
-    let mut c = Raw::open(g.addr, false);
     // SETTINGS_MAX_CONCURRENT_STREAMS = 100, each one owing a SETTINGS ACK.
-    let settings = frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100]);
-    let burst: Vec<u8> = settings
-        .iter()
-        .copied()
-        .cycle()
-        .take(settings.len() * 1000)
-        .collect();
-    let n = 2000;
-    let sent = c.flood(&burst, n) * 1000;
-    let rss = rss_kib(pid);
-    println!(
-        "SETTINGS flood: {sent} of {} SETTINGS accepted before TCP held the client back; RSS {rss0} → {rss} KiB",
-        n * 1000
-    );
-    assert!(
-        sent < n * 1000,
-        "the server took every SETTINGS without answering"
-    );
-    assert!(rss < rss0 + 32 * 1024, "RSS grew from {rss0} to {rss} KiB");
-    others_served(g.addr);
+    held_back("SETTINGS", frame(SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100]));
 }
 
 #[test]
