@@ -131,12 +131,13 @@ impl Sink {
         }
     }
 
-    fn rotate_if_due(&mut self, rotation: Option<Rotation>) -> io::Result<()> {
+    /// Rotates when the file has grown past the limit; true when a new file was started.
+    fn rotate_if_due(&mut self, rotation: Option<Rotation>) -> io::Result<bool> {
         let (Some(r), Sink::File { path, size, .. }) = (rotation, &*self) else {
-            return Ok(());
+            return Ok(false);
         };
         if *size < r.max_bytes {
-            return Ok(());
+            return Ok(false);
         }
         let path = path.clone();
         let numbered = |n: usize| {
@@ -154,7 +155,7 @@ impl Sink {
             std::fs::rename(&path, numbered(1))?;
         }
         *self = Sink::open(&Destination::File(path))?;
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -167,11 +168,14 @@ impl LogWriter {
         max_pending: usize,
     ) -> io::Result<LogWriter> {
         let mut sink = Sink::open(&dest)?;
+        // A shard per core (up to 8), so that with a worker per core each has one, and the
+        // whole of `max_pending` is shared among the shards in use.
+        let shards = std::thread::available_parallelism().map_or(SHARDS, |n| n.get().min(SHARDS));
         let shared = Arc::new(Shared {
-            shards: (0..SHARDS)
+            shards: (0..shards)
                 .map(|_| Shard(Mutex::new(Buf::default())))
                 .collect(),
-            shard_max: max_pending.div_ceil(SHARDS),
+            shard_max: max_pending.div_ceil(shards),
             dropped: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             wake: Mutex::new(false),
@@ -199,12 +203,20 @@ impl LogWriter {
     /// false if the line was dropped because the writer is too far behind.
     pub fn append(&self, fill: impl FnOnce(&mut Vec<u8>)) -> bool {
         let sh = &self.shared;
-        let i = SHARD.with(|s| *s);
+        let i = SHARD.with(|s| *s) % sh.shards.len();
         let len = {
-            let Ok(mut buf) = sh.shards[i].0.lock() else {
-                sh.dropped.fetch_add(1, Ordering::Relaxed);
-                return false;
-            };
+            let mut buf = sh.shards[i].0.lock().unwrap_or_else(|poisoned| {
+                // A `fill` that panicked may have left part of a line: cut back to the
+                // last whole one, and go on.
+                let mut buf = poisoned.into_inner();
+                let end = buf
+                    .bytes
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |p| p + 1);
+                buf.bytes.truncate(end);
+                buf
+            });
             if buf.bytes.len() >= sh.shard_max || sh.stop.load(Ordering::Relaxed) {
                 drop(buf);
                 sh.dropped.fetch_add(1, Ordering::Relaxed);
@@ -214,7 +226,8 @@ impl LogWriter {
             buf.lines += 1;
             buf.bytes.len()
         };
-        if len >= WAKE_AT {
+        // Early enough that a shard smaller than WAKE_AT is written before it fills.
+        if len >= WAKE_AT.min(sh.shard_max / 2).max(1) {
             self.wake();
         }
         true
@@ -242,7 +255,7 @@ impl LogWriter {
         self.shared
             .shards
             .iter()
-            .map(|s| s.0.lock().map_or(0, |b| b.lines))
+            .map(|s| s.0.lock().unwrap_or_else(|p| p.into_inner()).lines)
             .sum()
     }
 
@@ -284,7 +297,9 @@ fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotati
     // A line cut short by a failed write is ended before the next one, so the lines
     // after it stay whole.
     let mut torn = false;
-    let mut last_failure: Option<std::time::Instant> = None;
+    // Write failures are logged at most every REPORT_EVERY, with the lines lost since.
+    let mut last_report: Option<std::time::Instant> = None;
+    let mut last_error: Option<io::Error> = None;
     let mut failed_reported = 0;
     loop {
         if let Ok(w) = sh.wake.lock() {
@@ -295,33 +310,37 @@ fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotati
         let stopping = sh.stop.load(Ordering::SeqCst);
         if sh.reopen.swap(false, Ordering::SeqCst) {
             match Sink::open(dest) {
-                Ok(s) => *sink = s,
+                Ok(s) => {
+                    *sink = s;
+                    torn = false;
+                }
                 Err(e) => tracing::error!("access log: reopening {dest:?}: {e}"),
             }
         }
         for shard in &sh.shards {
-            let taken = match shard.0.lock() {
-                Ok(mut buf) if !buf.bytes.is_empty() => {
-                    std::mem::replace(&mut buf.bytes, std::mem::take(&mut spare))
+            let taken = {
+                let mut buf = shard.0.lock().unwrap_or_else(|p| p.into_inner());
+                if buf.bytes.is_empty() {
+                    continue;
                 }
-                _ => continue,
+                std::mem::replace(&mut buf.bytes, std::mem::take(&mut spare))
             };
-            if torn && sink.write(b"\n").is_ok() {
-                torn = false;
+            let written = match torn {
+                true => sink.write(b"\n").map_err(|(_, e)| (0, e)),
+                false => Ok(()),
             }
-            if let Err((done, e)) = sink.write(&taken) {
+            .and_then(|()| {
+                torn = false;
+                sink.write(&taken)
+            });
+            if let Err((done, e)) = written {
                 // Every line not wholly written is lost; a partial one is ended later.
                 let lost = taken[done..].iter().filter(|&&b| b == b'\n').count() as u64;
-                let failed = sh.failed.fetch_add(lost, Ordering::Relaxed) + lost;
-                torn = done > 0 && taken[done - 1] != b'\n';
-                if last_failure.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
-                    tracing::error!(
-                        "access log: writing {dest:?}: {e}; {} lines lost since the last report, {failed} in all",
-                        failed - failed_reported
-                    );
-                    last_failure = Some(std::time::Instant::now());
-                    failed_reported = failed;
+                sh.failed.fetch_add(lost, Ordering::Relaxed);
+                if done > 0 {
+                    torn = taken[done - 1] != b'\n';
                 }
+                last_error = Some(e);
             }
             spare = taken;
             spare.clear();
@@ -330,8 +349,22 @@ fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotati
                 spare = Vec::new();
             }
         }
-        if let Err(e) = sink.rotate_if_due(rotation) {
-            tracing::error!("access log: rotating {dest:?}: {e}");
+        let failed = sh.failed.load(Ordering::Relaxed);
+        if failed != failed_reported && last_report.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+            let e = last_error
+                .take()
+                .map_or(String::new(), |e| format!(": {e}"));
+            tracing::error!(
+                "access log: writing {dest:?}{e}; {} lines lost since the last report, {failed} in all",
+                failed - failed_reported
+            );
+            last_report = Some(std::time::Instant::now());
+            failed_reported = failed;
+        }
+        match sink.rotate_if_due(rotation) {
+            Ok(true) => torn = false,
+            Ok(false) => {}
+            Err(e) => tracing::error!("access log: rotating {dest:?}: {e}"),
         }
         let dropped = sh.dropped.load(Ordering::Relaxed);
         if dropped != reported {
@@ -347,5 +380,49 @@ fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotati
             }
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Takes `room` bytes, at most 7 a call, then fails as a full disk does.
+    struct Full {
+        room: usize,
+        got: Vec<u8>,
+    }
+
+    impl Write for Full {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.room).min(7);
+            if n == 0 {
+                // ENOSPC
+                return Err(io::Error::from_raw_os_error(28));
+            }
+            self.got.extend_from_slice(&buf[..n]);
+            self.room -= n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_short_write_says_how_much_went() {
+        let mut w = Full {
+            room: 20,
+            got: Vec::new(),
+        };
+        let (done, e) = write_counted(&mut w, b"line one\nline two\nline three\n").unwrap_err();
+        assert_eq!(done, 20);
+        assert_eq!(w.got, b"line one\nline two\nli");
+        assert_eq!(e.raw_os_error(), Some(28));
+        let mut w = Full {
+            room: 100,
+            got: Vec::new(),
+        };
+        assert_eq!(write_counted(&mut w, b"a\nb\n").unwrap(), 4);
     }
 }
