@@ -580,10 +580,10 @@ impl GatewayRouter {
             out.metrics = route.metrics;
         }
         if let Some(l) = &route.log {
-            let mut record = Box::new(Record::start(&req, conn.peer));
-            if let Some(o) = &original {
-                record.uri = o.clone();
-            }
+            let record = Box::new(match &original {
+                Some(o) => Record::start_with_uri(&req, o, conn.peer),
+                None => Record::start(&req, conn.peer),
+            });
             out.log = Some((record, l.clone()));
         }
         if let Some(rules) = &route.access {

@@ -120,6 +120,50 @@ fn no_secret_in_any_line() {
     }
 }
 
+/// A record copies what it shows: holding the request's own values would keep hyper's
+/// read buffer shared while the line is pending, and cost a new buffer per request.
+#[test]
+fn a_record_holds_no_part_of_the_request() {
+    let ua = Bytes::from(b"agent/1".to_vec());
+    let target = Bytes::from(b"/a?b=c".to_vec());
+    let req = Request::get(http::Uri::from_maybe_shared(target.clone()).unwrap())
+        .header(
+            "user-agent",
+            http::HeaderValue::from_maybe_shared(ua.clone()).unwrap(),
+        )
+        .header("referer", "http://first.example/")
+        .header("referer", "http://second.example/")
+        .body(())
+        .unwrap();
+    assert!(!ua.is_unique() && !target.is_unique(), "the request shares the values");
+    let r = Record::start(&req, None);
+    drop(req);
+    assert!(ua.is_unique(), "the record kept the User-Agent's bytes");
+    assert!(target.is_unique(), "the record kept the target's bytes");
+    assert_eq!(r.user_agent(), Some(b"agent/1".as_slice()));
+    assert_eq!(r.target(), b"/a?b=c");
+    // The first of a repeated field, as HeaderMap::get gives.
+    assert_eq!(r.referer(), Some(b"http://first.example/".as_slice()));
+    assert_eq!(r.host(), None);
+    assert_eq!(r.request_id(), None);
+}
+
+/// A rewritten request is logged with the target it came with.
+#[test]
+fn a_record_can_take_the_target_the_request_came_with() {
+    let req = Request::get("/rewritten")
+        .header("host", "h.example")
+        .body(())
+        .unwrap();
+    let came: http::Uri = "http://a.example/original?x=1".parse().unwrap();
+    let r = Record::start_with_uri(&req, &came, None);
+    assert_eq!(r.target(), b"/original?x=1");
+    assert_eq!(r.host(), Some(b"a.example".as_slice()));
+    let r = Record::start(&req, None);
+    assert_eq!(r.target(), b"/rewritten");
+    assert_eq!(r.host(), Some(b"h.example".as_slice()));
+}
+
 fn open(path: &Path, rotation: Option<Rotation>) -> LogWriter {
     LogWriter::open(Destination::File(path.to_path_buf()), rotation, 64 << 20).unwrap()
 }

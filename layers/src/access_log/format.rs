@@ -2,7 +2,7 @@
 //! Lines are written straight into the writer's buffer: numbers with `itoa`, the time from
 //! a per-thread cache that is reformatted once a second, and no `format!`.
 
-use http::{HeaderValue, Method, Request, Uri, Version};
+use http::{Method, Request, Version};
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,12 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub struct Record {
     pub start: Instant,
     pub method: Method,
-    pub uri: Uri,
     pub version: Version,
-    pub host: Option<HeaderValue>,
-    pub referer: Option<HeaderValue>,
-    pub user_agent: Option<HeaderValue>,
-    pub request_id: Option<HeaderValue>,
     pub remote: Option<SocketAddr>,
     pub status: u16,
     /// Body bytes sent.
@@ -26,7 +21,19 @@ pub struct Record {
     pub upstream: Option<UpstreamInfo>,
     /// The response ended before all of its body was sent.
     pub aborted: bool,
+    /// The target, host, Referer, User-Agent and X-Request-Id, copied out of the request.
+    /// Clones of the request's own values would share hyper's read buffer, which hyper
+    /// then could not reuse for the connection's next request while the line is pending:
+    /// it allocated a new 8 KiB buffer for every request.
+    text: Box<[u8]>,
+    spans: [Option<(u32, u32)>; 5],
 }
+
+const TARGET: usize = 0;
+const HOST: usize = 1;
+const REFERER: usize = 2;
+const USER_AGENT: usize = 3;
+const REQUEST_ID: usize = 4;
 
 /// Which upstream answered a proxied request and how long it took to answer (from the
 /// request sent to the response head), put in the response's extensions by a proxy.
@@ -48,22 +55,88 @@ impl Record {
     /// Starts a record for `req` from `remote`. Only the fields a line may show are kept:
     /// never `Authorization`, cookies or any other header.
     pub fn start<B>(req: &Request<B>, remote: Option<SocketAddr>) -> Record {
-        let h = req.headers();
+        Record::start_with_uri(req, req.uri(), remote)
+    }
+
+    /// As [`Record::start`], with the target and host taken from `uri` (the request as
+    /// it came, before a rewrite) rather than from `req`.
+    pub fn start_with_uri<B>(
+        req: &Request<B>,
+        uri: &http::Uri,
+        remote: Option<SocketAddr>,
+    ) -> Record {
+        let (mut host, mut referer, mut user_agent, mut request_id) = (None, None, None, None);
+        // One pass over the headers rather than a hashed lookup for each.
+        for (name, value) in req.headers() {
+            let slot = if name == http::header::HOST {
+                &mut host
+            } else if name == http::header::REFERER {
+                &mut referer
+            } else if name == http::header::USER_AGENT {
+                &mut user_agent
+            } else if name == X_REQUEST_ID {
+                &mut request_id
+            } else {
+                continue;
+            };
+            // The first of a repeated field, as `HeaderMap::get`.
+            if slot.is_none() {
+                *slot = Some(value.as_bytes());
+            }
+        }
+        let target = uri
+            .path_and_query()
+            .map_or(b"/".as_slice(), |pq| pq.as_str().as_bytes());
+        let host = uri.authority().map(|a| a.as_str().as_bytes()).or(host);
+        let parts = [Some(target), host, referer, user_agent, request_id];
+        let mut text = Vec::with_capacity(parts.iter().flatten().map(|p| p.len()).sum());
+        let mut spans = [None; 5];
+        for (span, part) in spans.iter_mut().zip(parts) {
+            if let Some(p) = part {
+                let at = text.len() as u32;
+                text.extend_from_slice(p);
+                *span = Some((at, text.len() as u32));
+            }
+        }
         Record {
             start: Instant::now(),
             method: req.method().clone(),
-            uri: req.uri().clone(),
             version: req.version(),
-            host: h.get(http::header::HOST).cloned(),
-            referer: h.get(http::header::REFERER).cloned(),
-            user_agent: h.get(http::header::USER_AGENT).cloned(),
-            request_id: h.get(&X_REQUEST_ID).cloned(),
             remote,
             status: 0,
             bytes: 0,
             upstream: None,
             aborted: false,
+            text: text.into_boxed_slice(),
+            spans,
         }
+    }
+
+    fn part(&self, i: usize) -> Option<&[u8]> {
+        let (a, b) = self.spans[i]?;
+        self.text.get(a as usize..b as usize)
+    }
+
+    /// The request target: path and query.
+    pub fn target(&self) -> &[u8] {
+        self.part(TARGET).unwrap_or(b"/")
+    }
+
+    /// The target's authority, or else the `Host` field.
+    pub fn host(&self) -> Option<&[u8]> {
+        self.part(HOST)
+    }
+
+    pub fn referer(&self) -> Option<&[u8]> {
+        self.part(REFERER)
+    }
+
+    pub fn user_agent(&self) -> Option<&[u8]> {
+        self.part(USER_AGENT)
+    }
+
+    pub fn request_id(&self) -> Option<&[u8]> {
+        self.part(REQUEST_ID)
     }
 }
 
@@ -195,9 +268,9 @@ impl Format {
                 num(r.bytes, out);
                 if *self == Format::Combined {
                     out.extend_from_slice(b" \"");
-                    header(r.referer.as_ref(), out, Esc::Nginx);
+                    header(r.referer(), out, Esc::Nginx);
                     out.extend_from_slice(b"\" \"");
-                    header(r.user_agent.as_ref(), out, Esc::Nginx);
+                    header(r.user_agent(), out, Esc::Nginx);
                     out.push(b'"');
                 }
                 if r.aborted {
@@ -299,9 +372,7 @@ fn protocol(v: Version) -> &'static [u8] {
 }
 
 fn uri(r: &Record) -> &[u8] {
-    r.uri
-        .path_and_query()
-        .map_or(b"/".as_slice(), |pq| pq.as_str().as_bytes())
+    r.target()
 }
 
 fn request_line(r: &Record, out: &mut Vec<u8>, esc: Esc) {
@@ -312,19 +383,16 @@ fn request_line(r: &Record, out: &mut Vec<u8>, esc: Esc) {
     out.extend_from_slice(protocol(r.version));
 }
 
-fn header(v: Option<&HeaderValue>, out: &mut Vec<u8>, esc: Esc) {
+fn header(v: Option<&[u8]>, out: &mut Vec<u8>, esc: Esc) {
     match v {
-        Some(v) => escaped(v.as_bytes(), out, esc),
+        Some(v) => escaped(v, out, esc),
         None if esc == Esc::Nginx => out.push(b'-'),
         None => {}
     }
 }
 
 fn host(r: &Record) -> Option<&[u8]> {
-    r.uri
-        .authority()
-        .map(|a| a.as_str().as_bytes())
-        .or_else(|| r.host.as_ref().map(|h| h.as_bytes()))
+    r.host()
 }
 
 fn elapsed_us(r: &Record) -> u64 {
@@ -345,8 +413,8 @@ fn seconds_ms(d: Duration, out: &mut Vec<u8>) {
 }
 
 fn request_id(r: &Record, out: &mut Vec<u8>, esc: Esc) {
-    match &r.request_id {
-        Some(v) => escaped(v.as_bytes(), out, esc),
+    match r.request_id() {
+        Some(v) => escaped(v, out, esc),
         None => {
             // Unique within the process: a per-process start value and a counter.
             static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -386,9 +454,9 @@ fn json(r: &Record, now: SystemTime, out: &mut Vec<u8>) {
     out.extend_from_slice(b",\"duration_us\":");
     num(elapsed_us(r), out);
     out.extend_from_slice(b",\"user_agent\":\"");
-    header(r.user_agent.as_ref(), out, Esc::Json);
+    header(r.user_agent(), out, Esc::Json);
     out.extend_from_slice(b"\",\"referer\":\"");
-    header(r.referer.as_ref(), out, Esc::Json);
+    header(r.referer(), out, Esc::Json);
     out.extend_from_slice(b"\",\"request_id\":\"");
     request_id(r, out, Esc::Json);
     out.push(b'"');
@@ -422,8 +490,8 @@ fn field(f: Field, r: &Record, now: SystemTime, out: &mut Vec<u8>) {
         Field::BytesSent => num(r.bytes, out),
         Field::DurationUs => num(elapsed_us(r), out),
         Field::RequestTime => seconds_ms(r.start.elapsed(), out),
-        Field::Referer => header(r.referer.as_ref(), out, e),
-        Field::UserAgent => header(r.user_agent.as_ref(), out, e),
+        Field::Referer => header(r.referer(), out, e),
+        Field::UserAgent => header(r.user_agent(), out, e),
         Field::RequestId => request_id(r, out, e),
         Field::UpstreamAddr => match &r.upstream {
             Some(u) => escaped(u.addr.as_str().as_bytes(), out, e),
