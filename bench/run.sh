@@ -4,7 +4,7 @@
 #
 # Inputs (environment): GATEHOUSE, GATEHOUSE_BASE, NGINX, CADDY, OHA, DURATION, CONNECTIONS,
 # WARMUP, SCENARIOS, OUT_DIR, RUNTIME, BASE_RUNTIME, GATEHOUSE_TOML, BASE_TOML, METRICS,
-# BASE_METRICS.
+# BASE_METRICS, ROUNDS.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,6 +16,10 @@ OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-64}
 WARMUP=${WARMUP:-2s}
+# ROUNDS > 1: each scenario is run that many times, the servers taking turns to go first,
+# and the summary gives each server's median and its median ratio to nginx's same round
+# (this machine's figures drift more between minutes than between servers in one minute).
+ROUNDS=${ROUNDS:-1}
 SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k,idle-1000}
 # idle-1000: IDLE_CONNECTIONS held open and mostly idle (one request at the start, one at
 # the end), beside IDLE_ACTIVE connections making IDLE_RATE requests a second in all.
@@ -411,7 +415,7 @@ measure() { # scenario server port
   fi
   python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
     "$size" "$WORK/metrics0" "$WORK/metrics1" "$(cat "$WORK/idle.failed")" >> "$ROWS" <<'PY'
-import json, sys
+import json, os, sys
 path, scenario, server, ticks, hz, rss_kib, size, m0, m1, idle_failed = sys.argv[1:]
 
 def scrape(p):
@@ -454,6 +458,7 @@ ms = lambda v: round(v * 1000, 3) if v is not None else None
 row = {
     "scenario": scenario,
     "server": server,
+    "round": int(os.environ.get("BENCH_ROUND", "1")),
     "rps": round(d["summary"].get("requestsPerSec") or 0, 1),
     "p50_ms": ms(lat.get("p50")),
     "p99_ms": ms(lat.get("p99")),
@@ -560,8 +565,12 @@ for scenario in "${SCEN[@]}"; do
   if [ "$scenario" = proxy-1k ]; then
     start_backend || { say "  the backend nginx did not start"; stop_backend; continue; }
   fi
-  for server in "${SERVERS[@]}"; do
-    run_server "$scenario" "$server"
+  for round in $(seq 1 "$ROUNDS"); do
+    [ "$ROUNDS" -gt 1 ] && say " round $round"
+    export BENCH_ROUND=$round
+    for k in "${!SERVERS[@]}"; do
+      run_server "$scenario" "${SERVERS[$(( (k + round - 1) % ${#SERVERS[@]} ))]}"
+    done
   done
   stop_backend
 done
@@ -571,9 +580,10 @@ python3 - "$ROWS" "$OUT_DIR" "$DURATION" "$CONNECTIONS" "$WORK/unmeasured" <<'PY
 import json, sys, os, platform
 rows_path, out, duration, conns, unmeasured = sys.argv[1:]
 rows = [json.loads(l) for l in open(rows_path) if l.strip()]
-keys = ["scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"]
+keys = ["scenario", "server", "round", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"]
 json.dump([{k: r.get(k) for k in keys} for r in rows], open(os.path.join(out, "bench-results.json"), "w"), indent=2)
-nginx = {r["scenario"]: r for r in rows if r["server"] == "nginx"}
+nginx = {(r["scenario"], r.get("round", 1)): r for r in rows if r["server"] == "nginx"}
+rounds = max((r.get("round", 1) for r in rows), default=1)
 lines = [
     f"Load: oha, HTTP/1.1 keep-alive, {conns} connections, {duration} per scenario after a warm-up; "
     f"{os.cpu_count()} CPUs, load generator on the same machine. https-* and h2-* use TLS "
@@ -583,14 +593,49 @@ lines = [
     "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | vs nginx | per its /metrics | peak RSS MiB | requests | errors |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
+def ratio_of(r):
+    n = nginx.get((r["scenario"], r.get("round", 1)))
+    if n and n.get("cpu_us_per_req") and r.get("cpu_us_per_req") is not None:
+        return r["cpu_us_per_req"] / n["cpu_us_per_req"]
+    return None
+
+def fmt(q):
+    return f"{q:.3f}×" if q < 0.1 else f"{q:.2f}×"
+
+if rounds > 1:
+    import statistics
+    lines[2:2] = [
+        f"Medians of {rounds} rounds (the servers take turns to go first); the ratio is the "
+        f"median of each round's ratio to nginx in that round, with its range.",
+        "",
+        "| scenario | server | CPU µs/req | vs nginx | range | p99 ms | peak RSS MiB | errors |",
+        "|---|---|---:|---:|---|---:|---:|---:|",
+    ]
+    at = 6
+    seen = []
+    for r in rows:
+        if (r["scenario"], r["server"]) not in seen:
+            seen.append((r["scenario"], r["server"]))
+    for sc, sv in seen:
+        rs = [r for r in rows if r["scenario"] == sc and r["server"] == sv]
+        med = lambda k: statistics.median([r[k] for r in rs if r.get(k) is not None] or [0])
+        qs = [q for q in map(ratio_of, rs) if q is not None]
+        rng = f"{fmt(min(qs))}–{fmt(max(qs))}" if qs else ""
+        lines.insert(at, f"| {sc} | {sv} | {med('cpu_us_per_req'):.2f} | "
+                         f"{fmt(statistics.median(qs)) if qs else ''} | {rng} | {round(med('p99_ms'), 3)} | "
+                         f"{med('rss_mib')} | {sum(r['errors'] or 0 for r in rs)} |")
+        at += 1
+    lines.insert(at, "")
+    lines.insert(at + 1, "Each round:")
+    lines.insert(at + 2, "")
 for r in rows:
-    n = nginx.get(r["scenario"])
+    n = nginx.get((r["scenario"], r.get("round", 1)))
     ratio = ""
     if n and n.get("cpu_us_per_req") and r.get("cpu_us_per_req") is not None:
         q = r['cpu_us_per_req'] / n['cpu_us_per_req']
         ratio = f"{q:.3f}×" if q < 0.1 else f"{q:.2f}×"
     lines.append(
-        f"| {r['scenario']} | {r['server']} | {r['rps']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
+        f"| {r['scenario']} | {r['server']}{' #' + str(r['round']) if rounds > 1 else ''} | {r['rps']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
         f"{r['cpu_us_per_req']} | {ratio} | {r.get('metrics_cpu_us_per_req') or '—'} | "
         f"{r['rss_mib']} | {r['requests']:,} | {r['errors']} |"
     )
