@@ -797,11 +797,26 @@ fn normalized_uri(uri: &Uri) -> Option<Uri> {
 /// Whether a path has a `.` or `..` segment, spelled plainly or percent-encoded
 /// (RFC 3986 §5.2.4 would resolve it).
 fn has_dot_segment(path: &str) -> bool {
-    path.split('/').any(|seg| {
-        let lower = seg.to_ascii_lowercase();
-        let dots = lower.replace("%2e", ".");
-        dots == "." || dots == ".."
-    })
+    path.split('/').any(|seg| is_dot_segment(seg.as_bytes()))
+}
+
+/// `.` or `..`, each dot plain or `%2e`/`%2E`; no allocation, as it runs on every
+/// proxied request.
+fn is_dot_segment(seg: &[u8]) -> bool {
+    let mut dots = 0;
+    let mut rest = seg;
+    while !rest.is_empty() {
+        rest = match rest {
+            [b'.', tail @ ..] => tail,
+            [b'%', b'2', e, tail @ ..] if e.eq_ignore_ascii_case(&b'e') => tail,
+            _ => return false,
+        };
+        dots += 1;
+        if dots > 2 {
+            return false;
+        }
+    }
+    dots > 0
 }
 
 /// Removes the first `n` bytes of the path (a route prefix), keeping the query.
@@ -991,6 +1006,24 @@ mod tests {
         }
         for p in ["/api/x", "/a/...", "/a/.hidden", "/a/b.c", "/"] {
             assert!(!has_dot_segment(p), "{p}");
+        }
+        // Against the spelled-out definition, over every segment of up to three pieces.
+        let pieces = [".", "%2e", "%2E", "%2", "%", "2e", "x", "%2f", ""];
+        let spelled = |seg: &str| {
+            let dots = seg.to_ascii_lowercase().replace("%2e", ".");
+            dots == "." || dots == ".."
+        };
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    let seg = format!("{a}{b}{c}");
+                    assert_eq!(
+                        has_dot_segment(&format!("/x/{seg}/y")),
+                        spelled(&seg),
+                        "{seg}"
+                    );
+                }
+            }
         }
     }
 

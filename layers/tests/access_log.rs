@@ -135,7 +135,10 @@ fn a_record_holds_no_part_of_the_request() {
         .header("referer", "http://second.example/")
         .body(())
         .unwrap();
-    assert!(!ua.is_unique() && !target.is_unique(), "the request shares the values");
+    assert!(
+        !ua.is_unique() && !target.is_unique(),
+        "the request shares the values"
+    );
     let r = Record::start(&req, None);
     drop(req);
     assert!(ua.is_unique(), "the record kept the User-Agent's bytes");

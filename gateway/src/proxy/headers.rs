@@ -12,24 +12,54 @@ static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-prot
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 
+/// The hop-by-hop fields every message loses (RFC 9110 §7.6.1), besides `Proxy-*` and
+/// those `Connection` names.
+static FIXED_HOP: [&HeaderName; 6] = [
+    &CONNECTION,
+    &TE,
+    &TRAILER,
+    &TRANSFER_ENCODING,
+    &UPGRADE,
+    &KEEP_ALIVE,
+];
+
 /// Removes the hop-by-hop fields (§7.6.1): `Connection` and every field it names,
 /// `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and `Proxy-*`.
 pub fn remove_hop_by_hop(h: &mut HeaderMap) {
-    // Most messages carry none: one pass over the names, comparing known names by their
-    // index, before any work.
-    let hop = |k: &HeaderName| {
-        k == CONNECTION
-            || k == TE
-            || k == TRAILER
-            || k == TRANSFER_ENCODING
-            || k == UPGRADE
-            || k == KEEP_ALIVE
-            || k.as_str().starts_with("proxy-")
+    // One pass over the names, comparing known names by their index, notes which are
+    // there; most messages carry none.
+    let mut present = 0u8;
+    let mut proxy = false;
+    for k in h.keys() {
+        if let Some(i) = FIXED_HOP.iter().position(|f| k == *f) {
+            present |= 1 << i;
+        } else if k.as_str().starts_with("proxy-") {
+            proxy = true;
+        }
+    }
+    if present == 0 && !proxy {
+        return;
+    }
+    // An upstream's `Connection: keep-alive` names only a field that goes anyway: remove
+    // what is there without building a list of names.
+    let names_nothing_else = || {
+        h.get_all(CONNECTION).iter().all(|v| {
+            v.as_bytes()
+                .split(|&b| b == b',')
+                .map(|t| t.trim_ascii())
+                .all(|t| t.is_empty() || t.eq_ignore_ascii_case(b"keep-alive"))
+        })
     };
-    if !h.keys().any(hop) {
+    if !proxy && (present & 1 == 0 || names_nothing_else()) {
+        for (i, name) in FIXED_HOP.iter().enumerate() {
+            if present & (1 << i) != 0 {
+                h.remove(*name);
+            }
+        }
         return;
     }
     // The fields that Connection names go first, while it is still there to read.
+    let hop = |k: &HeaderName| FIXED_HOP.contains(&k) || k.as_str().starts_with("proxy-");
     let mut doomed: Vec<HeaderName> = h
         .get_all(CONNECTION)
         .iter()
@@ -207,6 +237,51 @@ mod tests {
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert_eq!(h["x-kept"], "yes");
+    }
+
+    /// The quick way (nothing named but keep-alive, no Proxy-*) leaves what the list of
+    /// names would, whichever fields are there.
+    #[test]
+    fn the_quick_way_removes_what_the_list_would() {
+        let fields: [(&str, &str); 9] = [
+            ("connection", "keep-alive"),
+            ("connection", "Keep-Alive , "),
+            ("connection", "close"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("close", "1"),
+            ("proxy-connection", "x"),
+        ];
+        for mask in 0u32..(1 << fields.len()) {
+            let mut h = HeaderMap::new();
+            h.insert("x-kept", hv("yes"));
+            for (i, (k, v)) in fields.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    h.append(*k, hv(v));
+                }
+            }
+            let mut expected = h.clone();
+            let mut doomed: Vec<HeaderName> = expected
+                .get_all(CONNECTION)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+                .collect();
+            doomed.extend(
+                expected
+                    .keys()
+                    .filter(|k| FIXED_HOP.contains(k) || k.as_str().starts_with("proxy-"))
+                    .cloned(),
+            );
+            for n in doomed {
+                expected.remove(n);
+            }
+            remove_hop_by_hop(&mut h);
+            assert_eq!(h, expected, "fields {mask:b}");
+        }
     }
 
     #[test]

@@ -222,8 +222,10 @@ impl Proxy {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        let this = self.inner.clone();
-        Box::pin(async move { Ok(this.forward(req, conn).await) })
+        use futures_util::FutureExt;
+        // The request goes straight into forward's future, boxed once: an `async` block
+        // around it would hold the request and the future both.
+        Box::pin(self.inner.clone().forward(req, conn).map(Ok))
     }
 }
 
@@ -275,7 +277,7 @@ fn tls_config(cfg: &ProxyConfig) -> std::io::Result<rustls::ClientConfig> {
 }
 
 impl Inner {
-    async fn forward<B>(&self, req: Request<B>, conn: ConnInfo) -> Response<GateBody>
+    async fn forward<B>(self: Arc<Self>, req: Request<B>, conn: ConnInfo) -> Response<GateBody>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
