@@ -10,7 +10,7 @@ python3 - "$out" <<'PY'
 import json, sys, os
 out = sys.argv[1]
 rows = json.load(open(os.path.join(out, "bench-results.json")))
-keys = {"scenario", "server", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"}
+keys = {"scenario", "server", "round", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"}
 passed = failed = 0
 def check(cond, what):
     global passed, failed
@@ -28,6 +28,7 @@ for server in ["gatehouse", "nginx"]:
 for r in rows:
     name = f'{r["scenario"]}/{r["server"]}'
     check(set(r) == keys, f"{name}: keys {sorted(r)}")
+    check(r["round"] == 1, f"{name}: round {r['round']} without ROUNDS")
     check(r["requests"] > 0, f"{name}: served requests")
     check(r["errors"] == 0, f"{name}: {r['errors']} errors")
     check(r["cpu_us_per_req"] is not None and r["cpu_us_per_req"] > 0, f"{name}: CPU per request")
@@ -43,5 +44,29 @@ for r in rows:
 md = open(os.path.join(out, "bench-results.md")).read()
 check("| static-1k | gatehouse |" in md, "the Markdown table")
 print(f"smoke: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY
+
+# ROUNDS: every server once per round, taking turns to go first, and a table of medians.
+mkdir -p "$out/rounds"
+ROUNDS=2 SCENARIOS=static-1k CADDY= DURATION=1s WARMUP=1s CONNECTIONS=16 OUT_DIR="$out/rounds" \
+  bash bench/run.sh > "$out/rounds/stdout"
+python3 - "$out/rounds" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+rows = json.load(open(os.path.join(out, "bench-results.json")))
+md = open(os.path.join(out, "bench-results.md")).read()
+order = {r: [x["server"] for x in rows if x["round"] == r] for r in (1, 2)}
+checks = [
+    (sorted(order[1]) == sorted(order[2]) == ["gatehouse", "nginx"], f"each server once a round: {order}"),
+    (order[1][0] != order[2][0], f"the servers take turns to go first: {order}"),
+    ("Medians of 2 rounds" in md, "the table of medians"),
+    ("| static-1k | gatehouse #2 |" in md, "each round's rows, numbered"),
+    (all(r["errors"] == 0 and r["requests"] > 0 for r in rows), "traffic and no errors in every round"),
+]
+failed = [what for ok, what in checks if not ok]
+for what in failed:
+    print("FAIL:", what)
+print(f"smoke (rounds): {len(checks) - len(failed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)
 PY
