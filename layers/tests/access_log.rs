@@ -262,6 +262,40 @@ async fn a_response_cut_off_mid_body_is_logged_and_marked() {
     assert_eq!(lines[1]["bytes_sent"], 12);
 }
 
+/// A line whose formatting panicked halfway never reaches the file, whether the writer
+/// or the next request meets the shard it left behind first.
+#[test]
+fn a_line_cut_short_by_a_panic_is_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let half_a_line = |w: &LogWriter| {
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            w.append(|out| {
+                out.extend_from_slice(b"half a li");
+                panic!("a formatter bug");
+            })
+        }));
+        assert!(panicked.is_err());
+    };
+    for next_request_first in [false, true] {
+        let path = dir.path().join(format!("p{next_request_first}.log"));
+        let w = open(&path, None);
+        assert!(w.append(|out| out.extend_from_slice(b"one\n")));
+        half_a_line(&w);
+        if next_request_first {
+            assert!(w.append(|out| out.extend_from_slice(b"two\n")));
+        }
+        let lines = w.lines();
+        w.close();
+        let want = if next_request_first {
+            "one\ntwo\n"
+        } else {
+            "one\n"
+        };
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), want);
+        assert_eq!(lines, want.lines().count() as u64);
+    }
+}
+
 #[test]
 fn reopen_follows_a_moved_file_and_rotation_keeps_n() {
     let dir = tempfile::tempdir().unwrap();

@@ -45,6 +45,25 @@ pub struct Rotation {
 #[repr(align(128))]
 struct Shard(Mutex<Buf>);
 
+impl Shard {
+    /// The buffer, whole lines only: a `fill` that panicked may have left part of a line,
+    /// which is cut back to the last whole one (before the writer could take it) and the
+    /// shard goes on.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Buf> {
+        self.0.lock().unwrap_or_else(|poisoned| {
+            let mut buf = poisoned.into_inner();
+            let end = buf
+                .bytes
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |p| p + 1);
+            buf.bytes.truncate(end);
+            self.0.clear_poison();
+            buf
+        })
+    }
+}
+
 #[derive(Default)]
 struct Buf {
     bytes: Vec<u8>,
@@ -205,18 +224,7 @@ impl LogWriter {
         let sh = &self.shared;
         let i = SHARD.with(|s| *s) % sh.shards.len();
         let len = {
-            let mut buf = sh.shards[i].0.lock().unwrap_or_else(|poisoned| {
-                // A `fill` that panicked may have left part of a line: cut back to the
-                // last whole one, and go on.
-                let mut buf = poisoned.into_inner();
-                let end = buf
-                    .bytes
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(0, |p| p + 1);
-                buf.bytes.truncate(end);
-                buf
-            });
+            let mut buf = sh.shards[i].lock();
             if buf.bytes.len() >= sh.shard_max || sh.stop.load(Ordering::Relaxed) {
                 drop(buf);
                 sh.dropped.fetch_add(1, Ordering::Relaxed);
@@ -252,11 +260,7 @@ impl LogWriter {
 
     /// Lines accepted so far.
     pub fn lines(&self) -> u64 {
-        self.shared
-            .shards
-            .iter()
-            .map(|s| s.0.lock().unwrap_or_else(|p| p.into_inner()).lines)
-            .sum()
+        self.shared.shards.iter().map(|s| s.lock().lines).sum()
     }
 
     /// Reopens the file (after logrotate moved it), at the writer's next turn.
@@ -319,7 +323,7 @@ fn run(sh: &Shared, dest: &Destination, sink: &mut Sink, rotation: Option<Rotati
         }
         for shard in &sh.shards {
             let taken = {
-                let mut buf = shard.0.lock().unwrap_or_else(|p| p.into_inner());
+                let mut buf = shard.lock();
                 if buf.bytes.is_empty() {
                     continue;
                 }
