@@ -580,10 +580,9 @@ impl GatewayRouter {
             out.metrics = route.metrics;
         }
         if let Some(l) = &route.log {
-            let record = Box::new(match &original {
-                Some(o) => Record::start_with_uri(&req, o, conn.peer),
-                None => Record::start(&req, conn.peer),
-            });
+            // Logged with the target it came with, before any rewrite.
+            let uri = original.as_ref().unwrap_or(req.uri());
+            let record = Box::new(Record::start_with_uri(&req, uri, conn.peer));
             out.log = Some((record, l.clone()));
         }
         if let Some(rules) = &route.access {

@@ -371,14 +371,10 @@ fn protocol(v: Version) -> &'static [u8] {
     }
 }
 
-fn uri(r: &Record) -> &[u8] {
-    r.target()
-}
-
 fn request_line(r: &Record, out: &mut Vec<u8>, esc: Esc) {
     escaped(r.method.as_str().as_bytes(), out, esc);
     out.push(b' ');
-    escaped(uri(r), out, esc);
+    escaped(r.target(), out, esc);
     out.push(b' ');
     out.extend_from_slice(protocol(r.version));
 }
@@ -389,10 +385,6 @@ fn header(v: Option<&[u8]>, out: &mut Vec<u8>, esc: Esc) {
         None if esc == Esc::Nginx => out.push(b'-'),
         None => {}
     }
-}
-
-fn host(r: &Record) -> Option<&[u8]> {
-    r.host()
 }
 
 fn elapsed_us(r: &Record) -> u64 {
@@ -442,11 +434,11 @@ fn json(r: &Record, now: SystemTime, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\",\"method\":\"");
     escaped(r.method.as_str().as_bytes(), out, Esc::Json);
     out.extend_from_slice(b"\",\"uri\":\"");
-    escaped(uri(r), out, Esc::Json);
+    escaped(r.target(), out, Esc::Json);
     out.extend_from_slice(b"\",\"protocol\":\"");
     out.extend_from_slice(protocol(r.version));
     out.extend_from_slice(b"\",\"host\":\"");
-    escaped(host(r).unwrap_or(b""), out, Esc::Json);
+    escaped(r.host().unwrap_or(b""), out, Esc::Json);
     out.extend_from_slice(b"\",\"status\":");
     num(r.status as u64, out);
     out.extend_from_slice(b",\"bytes_sent\":");
@@ -480,9 +472,9 @@ fn field(f: Field, r: &Record, now: SystemTime, out: &mut Vec<u8>) {
         Field::TimeIso8601 => time_iso(now, false, out),
         Field::Request => request_line(r, out, e),
         Field::Method => escaped(r.method.as_str().as_bytes(), out, e),
-        Field::Uri => escaped(uri(r), out, e),
+        Field::Uri => escaped(r.target(), out, e),
         Field::Protocol => out.extend_from_slice(protocol(r.version)),
-        Field::Host => match host(r) {
+        Field::Host => match r.host() {
             Some(h) => escaped(h, out, e),
             None => out.push(b'-'),
         },
