@@ -604,39 +604,27 @@ def fmt(q):
 
 if rounds > 1:
     import statistics
-    lines[2:2] = [
+    medians = [
         f"Medians of {rounds} rounds (the servers take turns to go first); the ratio is the "
         f"median of each round's ratio to nginx in that round, with its range.",
         "",
         "| scenario | server | CPU µs/req | vs nginx | range | p99 ms | peak RSS MiB | errors |",
         "|---|---|---:|---:|---|---:|---:|---:|",
     ]
-    at = 6
-    seen = []
-    for r in rows:
-        if (r["scenario"], r["server"]) not in seen:
-            seen.append((r["scenario"], r["server"]))
-    for sc, sv in seen:
+    for sc, sv in dict.fromkeys((r["scenario"], r["server"]) for r in rows):
         rs = [r for r in rows if r["scenario"] == sc and r["server"] == sv]
         med = lambda k: statistics.median([r[k] for r in rs if r.get(k) is not None] or [0])
         qs = [q for q in map(ratio_of, rs) if q is not None]
         rng = f"{fmt(min(qs))}–{fmt(max(qs))}" if qs else ""
-        lines.insert(at, f"| {sc} | {sv} | {med('cpu_us_per_req'):.2f} | "
-                         f"{fmt(statistics.median(qs)) if qs else ''} | {rng} | {round(med('p99_ms'), 3)} | "
-                         f"{med('rss_mib')} | {sum(r['errors'] or 0 for r in rs)} |")
-        at += 1
-    lines.insert(at, "")
-    lines.insert(at + 1, "Each round:")
-    lines.insert(at + 2, "")
+        medians.append(f"| {sc} | {sv} | {med('cpu_us_per_req'):.2f} | "
+                       f"{fmt(statistics.median(qs)) if qs else ''} | {rng} | {round(med('p99_ms'), 3)} | "
+                       f"{med('rss_mib')} | {sum(r['errors'] or 0 for r in rs)} |")
+    lines[2:2] = medians + ["", "Each round:", ""]
 for r in rows:
-    n = nginx.get((r["scenario"], r.get("round", 1)))
-    ratio = ""
-    if n and n.get("cpu_us_per_req") and r.get("cpu_us_per_req") is not None:
-        q = r['cpu_us_per_req'] / n['cpu_us_per_req']
-        ratio = f"{q:.3f}×" if q < 0.1 else f"{q:.2f}×"
+    q = ratio_of(r)
     lines.append(
         f"| {r['scenario']} | {r['server']}{' #' + str(r['round']) if rounds > 1 else ''} | {r['rps']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | "
-        f"{r['cpu_us_per_req']} | {ratio} | {r.get('metrics_cpu_us_per_req') or '—'} | "
+        f"{r['cpu_us_per_req']} | {fmt(q) if q is not None else ''} | {r.get('metrics_cpu_us_per_req') or '—'} | "
         f"{r['rss_mib']} | {r['requests']:,} | {r['errors']} |"
     )
 skipped = [l.split() for l in open(unmeasured) if l.strip()]
