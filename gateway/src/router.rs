@@ -290,7 +290,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             Some(cfg) => Some(access_log(i, cfg, logs)?),
             None => None,
         };
-        let svc = route_service(route)?;
+        let svc = route_service(route, crate::server::worker_slots(config))?;
         match &svc {
             RouteService::Proxy(p) => proxies.push(p.clone()),
             RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().clone()),
@@ -368,9 +368,9 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
     })
 }
 
-fn route_service(route: &Route) -> io::Result<RouteService> {
+fn route_service(route: &Route, slots: usize) -> io::Result<RouteService> {
     if let Some(px) = &route.proxy {
-        let mut proxy = Proxy::new(px)?;
+        let mut proxy = Proxy::with_slots(px, slots)?;
         if route.access_log.is_some() {
             proxy = proxy.with_upstream_info();
         }

@@ -392,31 +392,150 @@ fn bodies_over_the_limit_get_413() {
 
 #[test]
 fn connections_to_upstreams_are_reused() {
+    // per-core: each runtime keeps its own pool, so two workers may hold one each.
+    for runtime in [
+        "runtime = \"shared\"\n",
+        "runtime = \"per-core\"\nworkers = 2\n",
+    ] {
+        let conns = Arc::new(AtomicUsize::new(0));
+        let c = conns.clone();
+        // A backend that counts the connections it accepts.
+        let addr = serve_each(loopback(), move |stream| {
+            c.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let svc = hyper::service::service_fn(|_req| async {
+                    Ok::<_, std::convert::Infallible>(http::Response::new(
+                        http_body_util::Full::new(bytes::Bytes::from_static(b"pooled")),
+                    ))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            }
+        });
+        let s = start(&format!("{runtime}{}", proxy_toml(&[url(addr)], "")));
+        for _ in 0..50 {
+            assert_eq!(s.get("/").text(), "pooled", "{runtime}");
+        }
+        assert!(
+            conns.load(Ordering::SeqCst) <= 2,
+            "{runtime}: {} connections for 50 requests",
+            conns.load(Ordering::SeqCst)
+        );
+    }
+}
+
+/// A backend that answers each connection's first request with "ok", keeps the
+/// connection alive for `linger`, then closes it. Counts the connections it accepted.
+fn closing_backend(linger: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let conns = Arc::new(AtomicUsize::new(0));
     let c = conns.clone();
-    // A backend that counts the connections it accepts.
-    let addr = serve_each(loopback(), move |stream| {
+    let addr = serve_each(loopback(), move |mut stream| {
         c.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await;
+            tokio::time::sleep(linger).await;
+        }
+    });
+    (addr, conns)
+}
+
+#[test]
+fn an_upstream_closing_its_idle_connections_costs_no_request() {
+    // Each pooled connection is closed by the upstream before it is used again: the proxy
+    // must notice and open another, not answer 502.
+    let (addr, conns) = closing_backend(Duration::from_millis(20));
+    let s = start(&proxy_toml(&[url(addr)], ""));
+    for i in 0..5 {
+        let r = s.get("/");
+        assert_eq!((r.status, r.text()), (200, "ok".to_string()), "request {i}");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert_eq!(conns.load(Ordering::SeqCst), 5);
+}
+
+#[test]
+fn idle_upstream_connections_close_after_the_pool_idle_timeout() {
+    let open = Arc::new(AtomicUsize::new(0));
+    let o = open.clone();
+    // A keep-alive backend that counts the connections open on it.
+    let addr = serve_each(loopback(), move |stream| {
+        o.fetch_add(1, Ordering::SeqCst);
+        let o = o.clone();
         async move {
             let svc = hyper::service::service_fn(|_req| async {
                 Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
-                    bytes::Bytes::from_static(b"pooled"),
+                    bytes::Bytes::from_static(b"kept"),
                 )))
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                 .await;
+            o.fetch_sub(1, Ordering::SeqCst);
         }
     });
-    let s = start(&proxy_toml(&[url(addr)], ""));
-    for _ in 0..50 {
-        assert_eq!(s.get("/").text(), "pooled");
+    let s = start(&proxy_toml(&[url(addr)], "pool_idle_timeout = \"300ms\"\n"));
+    assert_eq!(s.get("/").text(), "kept");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(open.load(Ordering::SeqCst), 1, "kept open while fresh");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(
-        conns.load(Ordering::SeqCst) <= 2,
-        "{} connections for 50 requests",
-        conns.load(Ordering::SeqCst)
+    assert_eq!(
+        open.load(Ordering::SeqCst),
+        0,
+        "closed once idle past the timeout"
     );
+    // And the next request opens a new one.
+    assert_eq!(s.get("/").text(), "kept");
+}
+
+#[test]
+fn at_most_pool_max_idle_connections_are_kept() {
+    let open = Arc::new(AtomicUsize::new(0));
+    let o = open.clone();
+    let addr = serve_each(loopback(), move |stream| {
+        o.fetch_add(1, Ordering::SeqCst);
+        let o = o.clone();
+        async move {
+            let svc = hyper::service::service_fn(|_req| async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from_static(b"slow"),
+                )))
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+            o.fetch_sub(1, Ordering::SeqCst);
+        }
+    });
+    let s = start(&proxy_toml(&[url(addr)], "pool_max_idle = 1\n"));
+    // Four at once need four connections; afterwards one stays.
+    let a = s.addr;
+    let handles: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || send(a, "GET / HTTP/1.1\r\nHost: t\r\n\r\n").text()))
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().expect("client"), "slow");
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while open.load(Ordering::SeqCst) > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(open.load(Ordering::SeqCst), 1);
 }
 
 #[test]

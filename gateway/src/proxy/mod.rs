@@ -17,6 +17,7 @@
 pub mod balance;
 pub mod headers;
 pub mod health;
+mod pool;
 
 use crate::body::GateBody;
 use crate::static_files::plain;
@@ -86,6 +87,9 @@ pub struct ConnInfo {
     pub https: bool,
 }
 
+/// One worker's pools, by upstream: `None` for an upstream hyper-util's client reaches.
+type WorkerPools = Box<[Option<Arc<pool::Pool>>]>;
+
 /// A route's proxy. Cheap to clone.
 #[derive(Clone)]
 pub struct Proxy {
@@ -95,7 +99,14 @@ pub struct Proxy {
 struct Inner {
     upstreams: Vec<Arc<Upstream>>,
     selector: Selector,
-    client: Client,
+    /// One client (and so one connection pool) per worker slot: in `per-core` mode each
+    /// runtime uses the pool whose connections its own tasks drive, so a proxied request
+    /// never wakes another thread.
+    clients: Box<[Client]>,
+    /// Per worker slot, per upstream: the pools for `http://` upstreams over HTTP/1.1
+    /// (empty when the route speaks HTTP/2 to its upstreams).
+    pools: Box<[WorkerPools]>,
+    pool_settings: pool::Settings,
     passive: Passive,
     keep_host: bool,
     max_body: u64,
@@ -126,6 +137,11 @@ impl Proxy {
     }
 
     pub fn new(cfg: &ProxyConfig) -> std::io::Result<Proxy> {
+        Proxy::with_slots(cfg, 1)
+    }
+
+    /// The proxy with one connection pool per worker slot ([`crate::server::worker_slot`]).
+    pub fn with_slots(cfg: &ProxyConfig, slots: usize) -> std::io::Result<Proxy> {
         let mut upstreams = Vec::new();
         for u in &cfg.upstreams {
             let uri: Uri = u.url.parse().map_err(std::io::Error::other)?;
@@ -144,35 +160,34 @@ impl Proxy {
                 HashOn::parse(&cfg.hash_on).unwrap_or(HashOn::ClientIp),
             ),
         };
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(cfg.connect_timeout));
-        // The TLS layer over it takes https:// URLs.
-        connector.enforce_http(false);
-        // Built once per route: roots, client certificate and ALPN; the connector sets SNI
-        // to each upstream's host.
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(cfg)?)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(connector);
-        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(cfg.pool_idle_timeout)
-            .pool_max_idle_per_host(cfg.pool_max_idle)
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .http2_only(cfg.http2)
-            // A response head larger than this is a 502, as nginx's "upstream sent too
-            // big header"; hyper's default would take (and pass on) some 400 KiB.
-            .http1_max_buf_size(cfg.max_response_header_bytes.max(8192))
-            .http2_max_header_list_size(cfg.max_response_header_bytes.min(u32::MAX as usize) as u32)
-            .build(connector);
+        let tls = tls_config(cfg)?;
+        let clients = (0..slots.max(1))
+            .map(|_| client(cfg, tls.clone()))
+            .collect();
+        let pools = if cfg.http2 {
+            Box::default()
+        } else {
+            (0..slots.max(1))
+                .map(|_| {
+                    upstreams
+                        .iter()
+                        .map(|u| (u.scheme == Scheme::HTTP).then(Arc::default))
+                        .collect()
+                })
+                .collect()
+        };
         Ok(Proxy {
             inner: Arc::new(Inner {
                 upstreams,
                 selector,
-                client,
+                clients,
+                pools,
+                pool_settings: pool::Settings {
+                    connect_timeout: cfg.connect_timeout,
+                    idle_timeout: cfg.pool_idle_timeout,
+                    max_idle: cfg.pool_max_idle,
+                    max_buf: cfg.max_response_header_bytes.max(8192),
+                },
                 passive: Passive {
                     max_fails: cfg.max_fails,
                     fail_timeout: cfg.fail_timeout,
@@ -206,7 +221,7 @@ impl Proxy {
         }
         if let Some(cfg) = &self.inner.health_check {
             let ups = self.inner.upstreams.clone();
-            let client = self.inner.client.clone();
+            let client = self.inner.clients[0].clone();
             let retired = self.inner.retired.clone();
             tokio::spawn(health::run_checks(ups, client, cfg.clone(), retired));
         }
@@ -227,6 +242,34 @@ impl Proxy {
         // around it would hold the request and the future both.
         Box::pin(self.inner.clone().forward(req, conn).map(Ok))
     }
+}
+
+/// A pooled client for a route's upstreams; the TLS configuration is built once, shared.
+fn client(cfg: &ProxyConfig, tls: rustls::ClientConfig) -> Client {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(cfg.connect_timeout));
+    // The TLS layer over it takes https:// URLs.
+    connector.enforce_http(false);
+    // Built once per route: roots, client certificate and ALPN; the connector sets SNI
+    // to each upstream's host.
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(connector);
+    hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(cfg.pool_idle_timeout)
+        .pool_max_idle_per_host(cfg.pool_max_idle)
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .http2_only(cfg.http2)
+        // A response head larger than this is a 502, as nginx's "upstream sent too
+        // big header"; hyper's default would take (and pass on) some 400 KiB.
+        .http1_max_buf_size(cfg.max_response_header_bytes.max(8192))
+        .http2_max_header_list_size(cfg.max_response_header_bytes.min(u32::MAX as usize) as u32)
+        .build(connector)
 }
 
 fn tls_config(cfg: &ProxyConfig) -> std::io::Result<rustls::ClientConfig> {
@@ -277,6 +320,20 @@ fn tls_config(cfg: &ProxyConfig) -> std::io::Result<rustls::ClientConfig> {
 }
 
 impl Inner {
+    /// This worker's client; a slot past the pools built (a reload that changed nothing
+    /// yet, or a thread that is no worker) shares the first.
+    fn client(&self) -> &Client {
+        let slot = crate::server::worker_slot();
+        self.clients.get(slot).unwrap_or(&self.clients[0])
+    }
+
+    /// The pool for upstream `i` on this worker, when it is reached over plain HTTP/1.1.
+    fn pool(&self, i: usize) -> Option<&Arc<pool::Pool>> {
+        let slot = crate::server::worker_slot();
+        let pools = self.pools.get(slot).or_else(|| self.pools.first())?;
+        pools.get(i)?.as_ref()
+    }
+
     async fn forward<B>(self: Arc<Self>, req: Request<B>, conn: ConnInfo) -> Response<GateBody>
     where
         B: Body<Data = Bytes> + Send + 'static,
@@ -388,7 +445,12 @@ impl Inner {
             let Ok(uri) = uri else {
                 return plain(StatusCode::BAD_REQUEST, "bad request\n");
             };
-            p.uri = uri;
+            let pool = self.pool(i);
+            // RFC 9112 §3.2.1: to an origin server, the target in origin form.
+            p.uri = match pool {
+                Some(_) => Uri::from(path.clone()),
+                None => uri,
+            };
             p.version = if self.http2 {
                 http::Version::HTTP_2
             } else {
@@ -409,13 +471,21 @@ impl Inner {
             let guard = InFlight(up.clone());
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
-            let sent = tokio::time::timeout(
-                self.response_timeout,
-                self.client.request(Request::from_parts(p, b)),
-            )
+            let req = Request::from_parts(p, b);
+            let sent = tokio::time::timeout(self.response_timeout, async {
+                match pool {
+                    Some(pool) => pool::send(pool, &up.authority, &self.pool_settings, req)
+                        .await
+                        .map(|(res, lent)| (res, Some(lent))),
+                    None => match self.client().request(req).await {
+                        Ok(res) => Ok((res, None)),
+                        Err(e) => Err(pool::SendError::Client(e)),
+                    },
+                }
+            })
             .await;
             match sent {
-                Ok(Ok(res)) => {
+                Ok(Ok((res, lent))) => {
                     let took = asked.elapsed();
                     up.metrics.response.record(took.as_secs_f64());
                     self.passive.succeeded(&up);
@@ -426,7 +496,7 @@ impl Inner {
                         // A 101 nobody asked for can't be relayed.
                         return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
                     }
-                    let mut res = respond(res, guard, self.body_idle);
+                    let mut res = respond(res, guard, self.body_idle, lent);
                     if self.upstream_info {
                         res.extensions_mut().insert(UpstreamInfo {
                             addr: up.authority.clone(),
@@ -572,6 +642,8 @@ pub struct UpstreamBody {
     inner: hyper::body::Incoming,
     _guard: InFlight,
     idle: Duration,
+    /// The pooled connection it came on, given back once the body has ended.
+    lent: Option<pool::Lent>,
     /// Made on the first wait only: most bodies arrive with their head and never wait.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
@@ -588,6 +660,14 @@ impl std::fmt::Display for BodyIdle {
 
 impl std::error::Error for BodyIdle {}
 
+impl UpstreamBody {
+    fn give_back(&mut self) {
+        if let Some(l) = self.lent.take() {
+            l.give_back();
+        }
+    }
+}
+
 impl Body for UpstreamBody {
     type Data = Bytes;
     type Error = BoxError;
@@ -602,6 +682,13 @@ impl Body for UpstreamBody {
             Poll::Ready(frame) => {
                 if let Some(t) = this.timer.as_mut() {
                     t.as_mut().reset(tokio::time::Instant::now() + this.idle);
+                }
+                match &frame {
+                    None => this.give_back(),
+                    Some(Ok(_)) if this.inner.is_end_stream() => this.give_back(),
+                    // A failed body leaves the connection mid-message: it is dropped.
+                    Some(Err(_)) => this.lent = None,
+                    Some(Ok(_)) => {}
                 }
                 Poll::Ready(frame.map(|r| r.map_err(Into::into)))
             }
@@ -631,16 +718,69 @@ fn respond(
     res: Response<hyper::body::Incoming>,
     guard: InFlight,
     idle: Duration,
+    lent: Option<pool::Lent>,
 ) -> Response<GateBody> {
     let (mut parts, body) = res.into_parts();
     headers::remove_hop_by_hop(&mut parts.headers);
     headers::add_via(&mut parts.headers, parts.version);
     parts.version = http::Version::HTTP_11;
-    let body = GateBody::Upstream(UpstreamBody {
+    let mut body = UpstreamBody {
         inner: body,
         _guard: guard,
         idle,
+        lent,
         timer: None,
-    });
+    };
+    // A body known empty (HEAD, 204, 304, `Content-Length: 0`) may never be polled.
+    if body.inner.is_end_stream() {
+        body.give_back();
+    }
+    let body = GateBody::Upstream(body);
     Response::from_parts(parts, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_slot_proxy() -> Proxy {
+        let up = |url: &str| gatehouse_config::UpstreamConfig {
+            url: url.into(),
+            weight: 1,
+        };
+        let cfg = ProxyConfig {
+            upstreams: vec![up("http://127.0.0.1:9"), up("https://127.0.0.1:9")],
+            ..ProxyConfig::default()
+        };
+        Proxy::with_slots(&cfg, 2).expect("proxy")
+    }
+
+    /// On a thread running worker `slot`: which client, and which pool for upstream 0, and
+    /// whether upstream 1 (https) has a pool.
+    fn picked(proxy: &Proxy, slot: usize) -> (Option<usize>, Option<usize>, bool) {
+        let inner = proxy.inner.clone();
+        std::thread::spawn(move || {
+            crate::server::set_worker_slot(slot);
+            let c = inner.client();
+            let client = inner.clients.iter().position(|x| std::ptr::eq(x, c));
+            let p = inner.pool(0).expect("a pool for http://");
+            let pool = inner
+                .pools
+                .iter()
+                .position(|ps| ps[0].as_ref().is_some_and(|x| Arc::ptr_eq(x, p)));
+            (client, pool, inner.pool(1).is_some())
+        })
+        .join()
+        .expect("thread")
+    }
+
+    #[test]
+    fn each_worker_takes_its_own_pool() {
+        let proxy = two_slot_proxy();
+        assert_eq!(proxy.inner.clients.len(), 2);
+        assert_eq!(picked(&proxy, 0), (Some(0), Some(0), false));
+        assert_eq!(picked(&proxy, 1), (Some(1), Some(1), false));
+        // A runtime the proxy has no pool for (the config reloaded to fewer) shares the first.
+        assert_eq!(picked(&proxy, 7), (Some(0), Some(0), false));
+    }
 }

@@ -276,15 +276,40 @@ impl Handle {
     }
 }
 
-/// Binds the listeners and starts serving `router`.
-pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
-    let workers = if config.workers == 0 {
+thread_local! {
+    static WORKER_SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Which per-core runtime this thread runs (0 in `shared` mode and off the workers): state
+/// kept per worker, such as the proxy's connection pools, is indexed by it.
+pub fn worker_slot() -> usize {
+    WORKER_SLOT.with(|s| s.get())
+}
+
+pub(crate) fn set_worker_slot(slot: usize) {
+    WORKER_SLOT.with(|s| s.set(slot));
+}
+
+/// How many worker slots `config` runs: one per runtime in `per-core` mode, one per worker
+/// thread in `shared` mode (there a task may move between threads, so a slot is where most
+/// of a connection's work happens, not all of it).
+pub fn worker_slots(config: &Config) -> usize {
+    workers(config)
+}
+
+fn workers(config: &Config) -> usize {
+    if config.workers == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         config.workers
-    };
+    }
+}
+
+/// Binds the listeners and starts serving `router`.
+pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
+    let workers = workers(config);
     let per_core = config.runtime == RuntimeMode::PerCore;
-    let groups = if per_core { workers } else { 1 };
+    let groups = worker_slots(config);
 
     let tls_err = |addr: SocketAddr| {
         move |e: String| BindError {
@@ -400,9 +425,14 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
                 .enable_all()
                 .build()
         } else {
+            let next = std::sync::atomic::AtomicUsize::new(0);
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(workers)
                 .thread_name("gatehouse-worker")
+                // The workers start first; the blocking pool's threads wrap around.
+                .on_thread_start(move || {
+                    set_worker_slot(next.fetch_add(1, Ordering::Relaxed) % workers)
+                })
                 .enable_all()
                 .build()
         }
@@ -418,6 +448,9 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         let t = std::thread::Builder::new()
             .name(name)
             .spawn(move || {
+                if per_core {
+                    set_worker_slot(i);
+                }
                 rt.block_on(async move {
                     if i == 0 {
                         router.spawn_background();

@@ -1,0 +1,219 @@
+//! Keep-alive connections to plain-HTTP/1.1 upstreams, one pool per worker and upstream.
+//!
+//! hyper-util's pooled client costs a third of a proxied request's user time: a connect
+//! future built (and dropped) on every checkout, a pool map keyed by scheme and authority
+//! under one lock, and a task spawned per request to put the connection back. Here the
+//! upstream is already chosen, so its pool is a slot in a list; a connection goes back when
+//! its response body ends. `https://` and HTTP/2 upstreams keep hyper-util's client.
+
+use super::ReqBody;
+use http::uri::Authority;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One upstream's idle connections, for one worker.
+#[derive(Default)]
+pub(crate) struct Pool {
+    idle: Mutex<Vec<Idle>>,
+    /// Whether a task is closing this pool's connections as they pass the idle timeout;
+    /// changed only under the lock.
+    reaping: AtomicBool,
+}
+
+struct Idle {
+    tx: http1::SendRequest<ReqBody>,
+    since: Instant,
+}
+
+/// How connections are opened and kept.
+pub(crate) struct Settings {
+    pub connect_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_idle: usize,
+    pub max_buf: usize,
+}
+
+/// Why a request got no response.
+#[derive(Debug)]
+pub(crate) enum SendError {
+    /// No connection could be made: nothing of the request was sent.
+    Connect(std::io::Error),
+    Http(hyper::Error),
+    /// From hyper-util's client (`https://` and HTTP/2 upstreams).
+    Client(hyper_util::client::legacy::Error),
+}
+
+impl SendError {
+    pub(crate) fn is_connect(&self) -> bool {
+        match self {
+            SendError::Connect(_) => true,
+            SendError::Http(_) => false,
+            SendError::Client(e) => e.is_connect(),
+        }
+    }
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Connect(e) => write!(f, "connect: {e}"),
+            SendError::Http(e) => write!(f, "{e}"),
+            SendError::Client(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SendError::Connect(e) => Some(e),
+            SendError::Http(e) => Some(e),
+            SendError::Client(e) => Some(e),
+        }
+    }
+}
+
+/// A connection lent to one request; it goes back to its pool when the response body has
+/// been read to its end, and is closed if the body is dropped before that.
+pub(crate) struct Lent {
+    tx: http1::SendRequest<ReqBody>,
+    pool: Arc<Pool>,
+    max_idle: usize,
+    idle_timeout: Duration,
+}
+
+impl Lent {
+    pub(crate) fn give_back(self) {
+        let Lent {
+            tx,
+            pool,
+            max_idle,
+            idle_timeout,
+        } = self;
+        if tx.is_closed() {
+            return;
+        }
+        let mut idle = pool.lock();
+        if idle.len() >= max_idle {
+            return;
+        }
+        idle.push(Idle {
+            tx,
+            since: Instant::now(),
+        });
+        if !pool.reaping.swap(true, Ordering::Relaxed) {
+            drop(idle);
+            tokio::spawn(reap(pool, idle_timeout));
+        }
+    }
+}
+
+/// Closes the pool's connections idle for `timeout` (dropping the last sender closes
+/// one), until the pool is empty; the next connection given back starts it again.
+async fn reap(pool: Arc<Pool>, timeout: Duration) {
+    loop {
+        tokio::time::sleep(timeout / 4).await;
+        let mut idle = pool.lock();
+        idle.retain(|c| !c.tx.is_closed() && c.since.elapsed() < timeout);
+        if idle.is_empty() {
+            pool.reaping.store(false, Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
+impl Pool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+        // A panic while holding the lock leaves a plain list: still usable.
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The most recently used connection still open, if any; stale ones are dropped.
+    fn checkout(&self, idle_timeout: Duration) -> Option<http1::SendRequest<ReqBody>> {
+        let mut idle = self.lock();
+        while let Some(c) = idle.pop() {
+            if !c.tx.is_closed() && c.since.elapsed() < idle_timeout {
+                return Some(c.tx);
+            }
+        }
+        None
+    }
+}
+
+/// Sends `req` (its URI in origin form) to `authority` over a pooled connection, or a new
+/// one. A request a pooled connection could not take (the upstream had closed it) is sent
+/// again on another: hyper hands it back only when nothing of it was written.
+pub(crate) async fn send(
+    pool: &Arc<Pool>,
+    authority: &Authority,
+    settings: &Settings,
+    mut req: Request<ReqBody>,
+) -> Result<(Response<Incoming>, Lent), SendError> {
+    while let Some(mut tx) = pool.checkout(settings.idle_timeout) {
+        // Ready once the connection has finished the previous exchange.
+        if tx.ready().await.is_err() {
+            continue;
+        }
+        match tx.try_send_request(req).await {
+            Ok(res) => return Ok((res, lend(tx, pool, settings))),
+            Err(mut e) => match e.take_message() {
+                Some(r) => req = r,
+                None => return Err(SendError::Http(e.into_error())),
+            },
+        }
+    }
+    let mut tx = connect(authority, settings).await?;
+    let res = tx.send_request(req).await.map_err(SendError::Http)?;
+    Ok((res, lend(tx, pool, settings)))
+}
+
+fn lend(tx: http1::SendRequest<ReqBody>, pool: &Arc<Pool>, settings: &Settings) -> Lent {
+    Lent {
+        tx,
+        pool: pool.clone(),
+        max_idle: settings.max_idle,
+        idle_timeout: settings.idle_timeout,
+    }
+}
+
+async fn connect(
+    authority: &Authority,
+    settings: &Settings,
+) -> Result<http1::SendRequest<ReqBody>, SendError> {
+    let host = authority.host();
+    // An IPv6 literal comes bracketed in a URI; the resolver wants it bare.
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port = authority.port_u16().unwrap_or(80);
+    let stream = tokio::time::timeout(
+        settings.connect_timeout,
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
+    .map_err(|_| {
+        SendError::Connect(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "connect timed out",
+        ))
+    })?
+    .map_err(SendError::Connect)?;
+    let _ = stream.set_nodelay(true);
+    let (tx, conn) = http1::Builder::new()
+        .max_buf_size(settings.max_buf)
+        .handshake::<_, ReqBody>(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(SendError::Http)?;
+    // On this worker's runtime: the request's task and the connection's share a thread.
+    tokio::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!("upstream connection: {e}");
+        }
+    });
+    Ok(tx)
+}
