@@ -166,7 +166,8 @@ pub(crate) async fn send(
             },
         }
     }
-    let mut tx = connect(authority, settings).await?;
+    // Boxed: the connect's state is a third of this future's, and most requests reuse.
+    let mut tx = Box::pin(connect(authority, settings)).await?;
     let res = tx.send_request(req).await.map_err(SendError::Http)?;
     Ok((res, lend(tx, pool, settings)))
 }
