@@ -465,18 +465,18 @@ fn an_upstream_closing_its_idle_connections_costs_no_request() {
     assert_eq!(conns.load(Ordering::SeqCst), 5);
 }
 
-#[test]
-fn idle_upstream_connections_close_after_the_pool_idle_timeout() {
+/// A keep-alive backend answering `body` after `delay`, counting the connections open on it.
+fn counting_backend(body: &'static [u8], delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
     let open = Arc::new(AtomicUsize::new(0));
     let o = open.clone();
-    // A keep-alive backend that counts the connections open on it.
     let addr = serve_each(loopback(), move |stream| {
         o.fetch_add(1, Ordering::SeqCst);
         let o = o.clone();
         async move {
-            let svc = hyper::service::service_fn(|_req| async {
+            let svc = hyper::service::service_fn(move |_req| async move {
+                tokio::time::sleep(delay).await;
                 Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
-                    bytes::Bytes::from_static(b"kept"),
+                    bytes::Bytes::from_static(body),
                 )))
             });
             let _ = hyper::server::conn::http1::Builder::new()
@@ -485,14 +485,25 @@ fn idle_upstream_connections_close_after_the_pool_idle_timeout() {
             o.fetch_sub(1, Ordering::SeqCst);
         }
     });
+    (addr, open)
+}
+
+/// Waits up to 3 s for at most `n` connections to be open.
+fn wait_open_at_most(open: &AtomicUsize, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while open.load(Ordering::SeqCst) > n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn idle_upstream_connections_close_after_the_pool_idle_timeout() {
+    let (addr, open) = counting_backend(b"kept", Duration::ZERO);
     let s = start(&proxy_toml(&[url(addr)], "pool_idle_timeout = \"300ms\"\n"));
     assert_eq!(s.get("/").text(), "kept");
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(open.load(Ordering::SeqCst), 1, "kept open while fresh");
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_open_at_most(&open, 0);
     assert_eq!(
         open.load(Ordering::SeqCst),
         0,
@@ -504,24 +515,7 @@ fn idle_upstream_connections_close_after_the_pool_idle_timeout() {
 
 #[test]
 fn at_most_pool_max_idle_connections_are_kept() {
-    let open = Arc::new(AtomicUsize::new(0));
-    let o = open.clone();
-    let addr = serve_each(loopback(), move |stream| {
-        o.fetch_add(1, Ordering::SeqCst);
-        let o = o.clone();
-        async move {
-            let svc = hyper::service::service_fn(|_req| async {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
-                    bytes::Bytes::from_static(b"slow"),
-                )))
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
-            o.fetch_sub(1, Ordering::SeqCst);
-        }
-    });
+    let (addr, open) = counting_backend(b"slow", Duration::from_millis(200));
     let s = start(&proxy_toml(&[url(addr)], "pool_max_idle = 1\n"));
     // Four at once need four connections; afterwards one stays.
     let a = s.addr;
@@ -531,10 +525,7 @@ fn at_most_pool_max_idle_connections_are_kept() {
     for h in handles {
         assert_eq!(h.join().expect("client"), "slow");
     }
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while open.load(Ordering::SeqCst) > 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_open_at_most(&open, 1);
     assert_eq!(open.load(Ordering::SeqCst), 1);
 }
 
