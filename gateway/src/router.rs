@@ -290,7 +290,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             Some(cfg) => Some(access_log(i, cfg, logs)?),
             None => None,
         };
-        let svc = route_service(route, crate::server::worker_slots(config))?;
+        let svc = route_service(route, crate::server::workers(config))?;
         match &svc {
             RouteService::Proxy(p) => proxies.push(p.clone()),
             RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().clone()),

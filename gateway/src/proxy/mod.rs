@@ -160,14 +160,13 @@ impl Proxy {
                 HashOn::parse(&cfg.hash_on).unwrap_or(HashOn::ClientIp),
             ),
         };
+        let slots = slots.max(1);
         let tls = tls_config(cfg)?;
-        let clients = (0..slots.max(1))
-            .map(|_| client(cfg, tls.clone()))
-            .collect();
+        let clients = (0..slots).map(|_| client(cfg, tls.clone())).collect();
         let pools = if cfg.http2 {
             Box::default()
         } else {
-            (0..slots.max(1))
+            (0..slots)
                 .map(|_| {
                     upstreams
                         .iter()
@@ -186,7 +185,7 @@ impl Proxy {
                     connect_timeout: cfg.connect_timeout,
                     idle_timeout: cfg.pool_idle_timeout,
                     max_idle: cfg.pool_max_idle,
-                    max_buf: cfg.max_response_header_bytes.max(8192),
+                    max_buf: max_buf(cfg),
                 },
                 passive: Passive {
                     max_fails: cfg.max_fails,
@@ -267,9 +266,14 @@ fn client(cfg: &ProxyConfig, tls: rustls::ClientConfig) -> Client {
         .http2_only(cfg.http2)
         // A response head larger than this is a 502, as nginx's "upstream sent too
         // big header"; hyper's default would take (and pass on) some 400 KiB.
-        .http1_max_buf_size(cfg.max_response_header_bytes.max(8192))
+        .http1_max_buf_size(max_buf(cfg))
         .http2_max_header_list_size(cfg.max_response_header_bytes.min(u32::MAX as usize) as u32)
         .build(connector)
+}
+
+/// The most an upstream's HTTP/1 response head may take (hyper's floor is 8 KiB).
+fn max_buf(cfg: &ProxyConfig) -> usize {
+    cfg.max_response_header_bytes.max(8192)
 }
 
 fn tls_config(cfg: &ProxyConfig) -> std::io::Result<rustls::ClientConfig> {

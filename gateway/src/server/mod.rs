@@ -280,8 +280,9 @@ thread_local! {
     static WORKER_SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Which per-core runtime this thread runs (0 in `shared` mode and off the workers): state
-/// kept per worker, such as the proxy's connection pools, is indexed by it.
+/// Which worker this thread is (a per-core runtime, or a `shared` runtime's worker thread;
+/// 0 off the workers): state kept per worker, such as the proxy's connection pools, is
+/// indexed by it.
 pub fn worker_slot() -> usize {
     WORKER_SLOT.with(|s| s.get())
 }
@@ -290,14 +291,10 @@ pub(crate) fn set_worker_slot(slot: usize) {
     WORKER_SLOT.with(|s| s.set(slot));
 }
 
-/// How many worker slots `config` runs: one per runtime in `per-core` mode, one per worker
-/// thread in `shared` mode (there a task may move between threads, so a slot is where most
+/// How many workers `config` runs, and so worker slots: runtimes in `per-core` mode, worker
+/// threads in `shared` mode (there a task may move between threads, so a slot is where most
 /// of a connection's work happens, not all of it).
-pub fn worker_slots(config: &Config) -> usize {
-    workers(config)
-}
-
-fn workers(config: &Config) -> usize {
+pub fn workers(config: &Config) -> usize {
     if config.workers == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -309,7 +306,7 @@ fn workers(config: &Config) -> usize {
 pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
     let workers = workers(config);
     let per_core = config.runtime == RuntimeMode::PerCore;
-    let groups = worker_slots(config);
+    let groups = if per_core { workers } else { 1 };
 
     let tls_err = |addr: SocketAddr| {
         move |e: String| BindError {
