@@ -106,7 +106,6 @@ struct Inner {
     /// Per worker slot, per upstream: the pools for `http://` upstreams over HTTP/1.1
     /// (empty when the route speaks HTTP/2 to its upstreams).
     pools: Box<[WorkerPools]>,
-    pool_settings: pool::Settings,
     passive: Passive,
     keep_host: bool,
     max_body: u64,
@@ -163,6 +162,12 @@ impl Proxy {
         let slots = slots.max(1);
         let tls = tls_config(cfg)?;
         let clients = (0..slots).map(|_| client(cfg, tls.clone())).collect();
+        let settings = pool::Settings {
+            connect_timeout: cfg.connect_timeout,
+            idle_timeout: cfg.pool_idle_timeout,
+            max_idle: cfg.pool_max_idle,
+            max_buf: max_buf(cfg),
+        };
         let pools = if cfg.http2 {
             Box::default()
         } else {
@@ -170,7 +175,9 @@ impl Proxy {
                 .map(|_| {
                     upstreams
                         .iter()
-                        .map(|u| (u.scheme == Scheme::HTTP).then(Arc::default))
+                        .map(|u| {
+                            (u.scheme == Scheme::HTTP).then(|| Arc::new(pool::Pool::new(settings)))
+                        })
                         .collect()
                 })
                 .collect()
@@ -181,12 +188,6 @@ impl Proxy {
                 selector,
                 clients,
                 pools,
-                pool_settings: pool::Settings {
-                    connect_timeout: cfg.connect_timeout,
-                    idle_timeout: cfg.pool_idle_timeout,
-                    max_idle: cfg.pool_max_idle,
-                    max_buf: max_buf(cfg),
-                },
                 passive: Passive {
                     max_fails: cfg.max_fails,
                     fail_timeout: cfg.fail_timeout,
@@ -478,7 +479,7 @@ impl Inner {
             let req = Request::from_parts(p, b);
             let sent = tokio::time::timeout(self.response_timeout, async {
                 match pool {
-                    Some(pool) => pool::send(pool, &up.authority, &self.pool_settings, req)
+                    Some(pool) => pool::send(pool, &up.authority, req)
                         .await
                         .map(|(res, lent)| (res, Some(lent))),
                     None => match self.client().request(req).await {

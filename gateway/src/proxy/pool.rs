@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One upstream's idle connections, for one worker.
-#[derive(Default)]
 pub(crate) struct Pool {
+    settings: Settings,
     idle: Mutex<Vec<Idle>>,
     /// Whether a task is closing this pool's connections as they pass the idle timeout;
     /// changed only under the lock.
@@ -30,6 +30,7 @@ struct Idle {
 }
 
 /// How connections are opened and kept.
+#[derive(Clone, Copy)]
 pub(crate) struct Settings {
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
@@ -82,23 +83,16 @@ impl std::error::Error for SendError {
 pub(crate) struct Lent {
     tx: http1::SendRequest<ReqBody>,
     pool: Arc<Pool>,
-    max_idle: usize,
-    idle_timeout: Duration,
 }
 
 impl Lent {
     pub(crate) fn give_back(self) {
-        let Lent {
-            tx,
-            pool,
-            max_idle,
-            idle_timeout,
-        } = self;
+        let Lent { tx, pool } = self;
         if tx.is_closed() {
             return;
         }
         let mut idle = pool.lock();
-        if idle.len() >= max_idle {
+        if idle.len() >= pool.settings.max_idle {
             return;
         }
         idle.push(Idle {
@@ -107,14 +101,15 @@ impl Lent {
         });
         if !pool.reaping.swap(true, Ordering::Relaxed) {
             drop(idle);
-            tokio::spawn(reap(pool, idle_timeout));
+            tokio::spawn(reap(pool));
         }
     }
 }
 
 /// Closes the pool's connections idle for `timeout` (dropping the last sender closes
 /// one), until the pool is empty; the next connection given back starts it again.
-async fn reap(pool: Arc<Pool>, timeout: Duration) {
+async fn reap(pool: Arc<Pool>) {
+    let timeout = pool.settings.idle_timeout;
     loop {
         tokio::time::sleep(timeout / 4).await;
         let mut idle = pool.lock();
@@ -127,16 +122,24 @@ async fn reap(pool: Arc<Pool>, timeout: Duration) {
 }
 
 impl Pool {
+    pub(crate) fn new(settings: Settings) -> Pool {
+        Pool {
+            settings,
+            idle: Mutex::default(),
+            reaping: AtomicBool::new(false),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
         // A panic while holding the lock leaves a plain list: still usable.
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The most recently used connection still open, if any; stale ones are dropped.
-    fn checkout(&self, idle_timeout: Duration) -> Option<http1::SendRequest<ReqBody>> {
+    fn checkout(&self) -> Option<http1::SendRequest<ReqBody>> {
         let mut idle = self.lock();
         while let Some(c) = idle.pop() {
-            if !c.tx.is_closed() && c.since.elapsed() < idle_timeout {
+            if !c.tx.is_closed() && c.since.elapsed() < self.settings.idle_timeout {
                 return Some(c.tx);
             }
         }
@@ -150,16 +153,15 @@ impl Pool {
 pub(crate) async fn send(
     pool: &Arc<Pool>,
     authority: &Authority,
-    settings: &Settings,
     mut req: Request<ReqBody>,
 ) -> Result<(Response<Incoming>, Lent), SendError> {
-    while let Some(mut tx) = pool.checkout(settings.idle_timeout) {
+    while let Some(mut tx) = pool.checkout() {
         // Ready once the connection has finished the previous exchange.
         if tx.ready().await.is_err() {
             continue;
         }
         match tx.try_send_request(req).await {
-            Ok(res) => return Ok((res, lend(tx, pool, settings))),
+            Ok(res) => return Ok((res, lend(tx, pool))),
             Err(mut e) => match e.take_message() {
                 Some(r) => req = r,
                 None => return Err(SendError::Http(e.into_error())),
@@ -167,17 +169,15 @@ pub(crate) async fn send(
         }
     }
     // Boxed: the connect's state is a third of this future's, and most requests reuse.
-    let mut tx = Box::pin(connect(authority, settings)).await?;
+    let mut tx = Box::pin(connect(authority, &pool.settings)).await?;
     let res = tx.send_request(req).await.map_err(SendError::Http)?;
-    Ok((res, lend(tx, pool, settings)))
+    Ok((res, lend(tx, pool)))
 }
 
-fn lend(tx: http1::SendRequest<ReqBody>, pool: &Arc<Pool>, settings: &Settings) -> Lent {
+fn lend(tx: http1::SendRequest<ReqBody>, pool: &Arc<Pool>) -> Lent {
     Lent {
         tx,
         pool: pool.clone(),
-        max_idle: settings.max_idle,
-        idle_timeout: settings.idle_timeout,
     }
 }
 
