@@ -618,7 +618,7 @@ if rounds > 1:
         rng = f"{fmt(min(qs))}–{fmt(max(qs))}" if qs else ""
         medians.append(f"| {sc} | {sv} | {med('cpu_us_per_req'):.2f} | "
                        f"{fmt(statistics.median(qs)) if qs else ''} | {rng} | {round(med('p99_ms'), 3)} | "
-                       f"{med('rss_mib')} | {sum(r['errors'] or 0 for r in rs)} |")
+                       f"{round(med('rss_mib'), 1)} | {sum(r['errors'] or 0 for r in rs)} |")
     lines[2:2] = medians + ["", "Each round:", ""]
 for r in rows:
     q = ratio_of(r)
