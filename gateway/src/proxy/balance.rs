@@ -10,6 +10,8 @@ use std::sync::Arc;
 pub struct Upstream {
     pub scheme: Scheme,
     pub authority: Authority,
+    /// `Host` for a request to this upstream, made once rather than per request.
+    pub(crate) host: Option<http::HeaderValue>,
     pub weight: u32,
     /// Requests sent and not yet answered in full (least_requests reads it).
     pub(crate) in_flight: AtomicU32,
@@ -49,6 +51,7 @@ impl Upstream {
         let metrics = UpstreamMetrics::new(&authority);
         Upstream {
             scheme,
+            host: http::HeaderValue::from_str(authority.as_str()).ok(),
             authority,
             weight: weight.max(1),
             in_flight: AtomicU32::new(0),

@@ -442,19 +442,22 @@ impl Inner {
             let Some(mut p) = next else {
                 return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
             };
-            let uri = Uri::builder()
-                .scheme(up.scheme.clone())
-                .authority(up.authority.clone())
-                .path_and_query(path.clone())
-                .build();
-            let Ok(uri) = uri else {
-                return plain(StatusCode::BAD_REQUEST, "bad request\n");
-            };
             let pool = self.pool(i);
-            // RFC 9112 §3.2.1: to an origin server, the target in origin form.
+            // RFC 9112 §3.2.1: to an origin server, the target in origin form; hyper-util's
+            // client wants the absolute form, to pick its connection by.
             p.uri = match pool {
                 Some(_) => Uri::from(path.clone()),
-                None => uri,
+                None => {
+                    let uri = Uri::builder()
+                        .scheme(up.scheme.clone())
+                        .authority(up.authority.clone())
+                        .path_and_query(path.clone())
+                        .build();
+                    let Ok(uri) = uri else {
+                        return plain(StatusCode::BAD_REQUEST, "bad request\n");
+                    };
+                    uri
+                }
             };
             p.version = if self.http2 {
                 http::Version::HTTP_2
@@ -466,8 +469,8 @@ impl Inner {
                     p.headers.insert(HOST, h.clone());
                 }
                 _ => {
-                    if let Ok(h) = HeaderValue::from_str(up.authority.as_str()) {
-                        p.headers.insert(HOST, h);
+                    if let Some(h) = &up.host {
+                        p.headers.insert(HOST, h.clone());
                     }
                 }
             }
