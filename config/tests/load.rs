@@ -15,7 +15,7 @@ fn defaults_give_one_static_route_over_root() {
     assert_eq!(c.routes.len(), 1);
     assert_eq!(c.routes[0].name(), "route0");
     assert_eq!(c.routes[0].path, "/");
-    assert_eq!(c.runtime, RuntimeMode::Shared);
+    assert_eq!(c.runtime, RuntimeMode::PerCore);
     let st = c.routes[0].static_files.as_ref().unwrap();
     assert_eq!(st.root.as_deref(), Some(std::env::temp_dir().as_path()));
     assert!(st.open_file_cache.strict && st.hide_dotfiles);
