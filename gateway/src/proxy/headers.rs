@@ -10,7 +10,7 @@ use std::net::IpAddr;
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+pub(crate) static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 
 /// The hop-by-hop fields every message loses (RFC 9110 §7.6.1), besides `Proxy-*` and
 /// those `Connection` names.

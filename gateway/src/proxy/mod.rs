@@ -15,6 +15,7 @@
 //!   all (the connection failed) is tried on the next upstream.
 
 pub mod balance;
+mod h1;
 pub mod headers;
 pub mod health;
 mod pool;
@@ -445,7 +446,11 @@ impl Inner {
             let pool = self.pool(i);
             // RFC 9112 §3.2.1: to an origin server, the target in origin form; hyper-util's
             // client wants the absolute form, to pick its connection by.
+            // A replayable request has no body; with no upgrade asked for, the exchange
+            // is simple enough to do without hyper's client.
+            let bare = pool.is_some() && replayable && client_upgrade.is_none();
             p.uri = match pool {
+                Some(_) if bare => Uri::default(),
                 Some(_) => Uri::from(path.clone()),
                 None => {
                     let uri = Uri::builder()
@@ -479,14 +484,21 @@ impl Inner {
             let guard = InFlight(up.clone());
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
-            let req = Request::from_parts(p, b);
             let sent = tokio::time::timeout(self.response_timeout, async {
                 match pool {
-                    Some(pool) => pool::send(pool, &up.authority, req)
-                        .await
-                        .map(|(res, lent)| (res, Some(lent))),
-                    None => match self.client().request(req).await {
-                        Ok(res) => Ok((res, None)),
+                    Some(pool) if bare => {
+                        h1::send(pool, &up.authority, &p.method, path.as_str(), &p.headers)
+                            .await
+                            .map(|res| (res.map(UpstreamRes::H1), None))
+                    }
+                    // Boxed: rarer, and it would make every request's future larger.
+                    Some(pool) => {
+                        Box::pin(pool::send(pool, &up.authority, Request::from_parts(p, b)))
+                            .await
+                            .map(|(res, lent)| (res.map(UpstreamRes::Hyper), Some(lent)))
+                    }
+                    None => match self.client().request(Request::from_parts(p, b)).await {
+                        Ok(res) => Ok((res.map(UpstreamRes::Hyper), None)),
                         Err(e) => Err(pool::SendError::Client(e)),
                     },
                 }
@@ -566,7 +578,7 @@ fn requested_upgrade(h: &http::HeaderMap) -> Option<HeaderValue> {
 
 /// Relays a 101 and joins the two upgraded connections until either side closes.
 fn tunnel(
-    mut res: Response<hyper::body::Incoming>,
+    mut res: Response<UpstreamRes>,
     client_side: hyper::upgrade::OnUpgrade,
 ) -> Response<GateBody> {
     let upstream_side = hyper::upgrade::on(&mut res);
@@ -647,13 +659,48 @@ impl Drop for InFlight {
 /// An upstream's response body, counted against the upstream until it is dropped, and cut
 /// off when it sends nothing for `idle`.
 pub struct UpstreamBody {
-    inner: hyper::body::Incoming,
+    inner: UpstreamRes,
     _guard: InFlight,
     idle: Duration,
     /// The pooled connection it came on, given back once the body has ended.
     lent: Option<pool::Lent>,
     /// Made on the first wait only: most bodies arrive with their head and never wait.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+/// Who reads an upstream's body off its connection.
+enum UpstreamRes {
+    Hyper(hyper::body::Incoming),
+    H1(h1::Body),
+}
+
+impl Body for UpstreamRes {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            UpstreamRes::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            UpstreamRes::H1(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamRes::Hyper(b) => b.is_end_stream(),
+            UpstreamRes::H1(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            UpstreamRes::Hyper(b) => b.size_hint(),
+            UpstreamRes::H1(b) => b.size_hint(),
+        }
+    }
 }
 
 /// The error an idle upstream body ends with.
@@ -698,7 +745,7 @@ impl Body for UpstreamBody {
                     Some(Err(_)) => this.lent = None,
                     Some(Ok(_)) => {}
                 }
-                Poll::Ready(frame.map(|r| r.map_err(Into::into)))
+                Poll::Ready(frame)
             }
             Poll::Pending => {
                 let idle = this.idle;
@@ -723,13 +770,17 @@ impl Body for UpstreamBody {
 }
 
 fn respond(
-    res: Response<hyper::body::Incoming>,
+    res: Response<UpstreamRes>,
     guard: InFlight,
     idle: Duration,
     lent: Option<pool::Lent>,
 ) -> Response<GateBody> {
     let (mut parts, body) = res.into_parts();
-    headers::remove_hop_by_hop(&mut parts.headers);
+    // The own client's parse already left the hop-by-hop fields out, keeping only a
+    // `Connection` that names others.
+    if matches!(body, UpstreamRes::Hyper(_)) || parts.headers.contains_key(CONNECTION) {
+        headers::remove_hop_by_hop(&mut parts.headers);
+    }
     headers::add_via(&mut parts.headers, parts.version);
     parts.version = http::Version::HTTP_11;
     let mut body = UpstreamBody {

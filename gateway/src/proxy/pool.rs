@@ -18,14 +18,33 @@ use std::time::{Duration, Instant};
 /// One upstream's idle connections, for one worker.
 pub(crate) struct Pool {
     settings: Settings,
-    idle: Mutex<Vec<Idle>>,
+    idle: Mutex<IdleSet>,
     /// Whether a task is closing this pool's connections as they pass the idle timeout;
     /// changed only under the lock.
     reaping: AtomicBool,
 }
 
+/// Connections are kept apart by who drives them: hyper's, each with its task, for
+/// requests with a body; and [`super::h1`]'s, bare sockets, for the rest.
+#[derive(Default)]
+struct IdleSet {
+    hyper: Vec<Idle>,
+    h1: Vec<IdleH1>,
+}
+
+impl IdleSet {
+    fn len(&self) -> usize {
+        self.hyper.len() + self.h1.len()
+    }
+}
+
 struct Idle {
     tx: http1::SendRequest<ReqBody>,
+    since: Instant,
+}
+
+struct IdleH1 {
+    conn: super::h1::Conn,
     since: Instant,
 }
 
@@ -44,6 +63,8 @@ pub(crate) enum SendError {
     /// No connection could be made: nothing of the request was sent.
     Connect(std::io::Error),
     Http(hyper::Error),
+    /// From [`super::h1`]: the exchange failed, or the response was malformed.
+    Io(std::io::Error),
     /// From hyper-util's client (`https://` and HTTP/2 upstreams).
     Client(hyper_util::client::legacy::Error),
 }
@@ -52,7 +73,7 @@ impl SendError {
     pub(crate) fn is_connect(&self) -> bool {
         match self {
             SendError::Connect(_) => true,
-            SendError::Http(_) => false,
+            SendError::Http(_) | SendError::Io(_) => false,
             SendError::Client(e) => e.is_connect(),
         }
     }
@@ -63,6 +84,7 @@ impl std::fmt::Display for SendError {
         match self {
             SendError::Connect(e) => write!(f, "connect: {e}"),
             SendError::Http(e) => write!(f, "{e}"),
+            SendError::Io(e) => write!(f, "{e}"),
             SendError::Client(e) => write!(f, "{e}"),
         }
     }
@@ -73,6 +95,7 @@ impl std::error::Error for SendError {
         match self {
             SendError::Connect(e) => Some(e),
             SendError::Http(e) => Some(e),
+            SendError::Io(e) => Some(e),
             SendError::Client(e) => Some(e),
         }
     }
@@ -91,18 +114,12 @@ impl Lent {
         if tx.is_closed() {
             return;
         }
-        let mut idle = pool.lock();
-        if idle.len() >= pool.settings.max_idle {
-            return;
-        }
-        idle.push(Idle {
-            tx,
-            since: Instant::now(),
+        pool.keep(|idle| {
+            idle.hyper.push(Idle {
+                tx,
+                since: Instant::now(),
+            })
         });
-        if !pool.reaping.swap(true, Ordering::Relaxed) {
-            drop(idle);
-            tokio::spawn(reap(pool));
-        }
     }
 }
 
@@ -113,8 +130,10 @@ async fn reap(pool: Arc<Pool>) {
     loop {
         tokio::time::sleep(timeout / 4).await;
         let mut idle = pool.lock();
-        idle.retain(|c| !c.tx.is_closed() && c.since.elapsed() < timeout);
-        if idle.is_empty() {
+        idle.hyper
+            .retain(|c| !c.tx.is_closed() && c.since.elapsed() < timeout);
+        idle.h1.retain(|c| c.since.elapsed() < timeout);
+        if idle.len() == 0 {
             pool.reaping.store(false, Ordering::Relaxed);
             return;
         }
@@ -130,15 +149,53 @@ impl Pool {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
-        // A panic while holding the lock leaves a plain list: still usable.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdleSet> {
+        // A panic while holding the lock leaves plain lists: still usable.
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds an idle connection with `put` unless the pool is full, and starts the reaper.
+    fn keep(self: Arc<Self>, put: impl FnOnce(&mut IdleSet)) {
+        let mut idle = self.lock();
+        if idle.len() >= self.settings.max_idle {
+            return;
+        }
+        put(&mut idle);
+        if !self.reaping.swap(true, Ordering::Relaxed) {
+            drop(idle);
+            tokio::spawn(reap(self));
+        }
+    }
+
+    pub(crate) fn give_back_h1(self: &Arc<Self>, conn: super::h1::Conn) {
+        self.clone().keep(|idle| {
+            idle.h1.push(IdleH1 {
+                conn,
+                since: Instant::now(),
+            })
+        });
+    }
+
+    /// The most recently used bare connection not past the idle timeout. Whether the
+    /// upstream has closed it shows only when it is used.
+    pub(crate) fn checkout_h1(&self) -> Option<super::h1::Conn> {
+        let mut idle = self.lock();
+        while let Some(c) = idle.h1.pop() {
+            if c.since.elapsed() < self.settings.idle_timeout {
+                return Some(c.conn);
+            }
+        }
+        None
     }
 
     /// The most recently used connection still open, if any; stale ones are dropped.
     fn checkout(&self) -> Option<http1::SendRequest<ReqBody>> {
         let mut idle = self.lock();
-        while let Some(c) = idle.pop() {
+        while let Some(c) = idle.hyper.pop() {
             if !c.tx.is_closed() && c.since.elapsed() < self.settings.idle_timeout {
                 return Some(c.tx);
             }
@@ -181,10 +238,10 @@ fn lend(tx: http1::SendRequest<ReqBody>, pool: &Arc<Pool>) -> Lent {
     }
 }
 
-async fn connect(
+pub(crate) async fn connect_tcp(
     authority: &Authority,
     settings: &Settings,
-) -> Result<http1::SendRequest<ReqBody>, SendError> {
+) -> Result<tokio::net::TcpStream, SendError> {
     let host = authority.host();
     // An IPv6 literal comes bracketed in a URI; the resolver wants it bare.
     let host = host
@@ -205,6 +262,14 @@ async fn connect(
     })?
     .map_err(SendError::Connect)?;
     let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+async fn connect(
+    authority: &Authority,
+    settings: &Settings,
+) -> Result<http1::SendRequest<ReqBody>, SendError> {
+    let stream = connect_tcp(authority, settings).await?;
     let (tx, conn) = http1::Builder::new()
         .max_buf_size(settings.max_buf)
         .handshake::<_, ReqBody>(hyper_util::rt::TokioIo::new(stream))
