@@ -172,6 +172,26 @@ async fn sessions_resume_on_tls13_and_tls12() {
     }
 }
 
+#[tokio::test]
+async fn aes_128_gcm_is_chosen_over_a_clients_first_choice() {
+    let p = Setup::new();
+    let toml = format!(
+        "{DRAIN}[tls]\nlisten = \"127.0.0.1:0\"\n{}",
+        p.cert("l", &["localhost"], "L")
+    );
+    let s = TestServer::site(&toml);
+    for v in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        // ring's client lists AES-256-GCM first.
+        let cfg = client_config_versions(&p.ca.pem, &[b"http/1.1"], None, &[v]);
+        let c = connect(https(&s), "localhost", &cfg).await.unwrap();
+        let suite = c.get_ref().1.negotiated_cipher_suite().unwrap().suite();
+        assert!(
+            format!("{suite:?}").contains("AES_128_GCM"),
+            "{v:?}: {suite:?}"
+        );
+    }
+}
+
 async fn cn_now(addr: std::net::SocketAddr, ca: &str) -> String {
     let cfg = client_config(ca, &[b"http/1.1"], None);
     peer_cn(&connect(addr, "localhost", &cfg).await.unwrap())
