@@ -663,6 +663,11 @@ fn serve_h2c<'a>(
     Drive::new(conn, |c| c.graceful_shutdown(), state, settings, shutdown)
 }
 
+/// How much encrypted output a TLS connection may hold before a write waits. rustls's
+/// default, 64 KiB, makes a large body one `writev` per 64 KiB; 256 KiB quarters that. The
+/// memory is held only while a body is larger than the socket takes at once.
+const TLS_BUFFER: usize = 256 * 1024;
+
 async fn serve_tls(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
@@ -675,8 +680,9 @@ async fn serve_tls(
     let _ = stream.set_nodelay(true);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
     let stream = match tokio::time::timeout(tls.handshake_timeout, acceptor.accept(stream)).await {
-        Ok(Ok(s)) => {
+        Ok(Ok(mut s)) => {
             kind.handshakes.increment(1);
+            s.get_mut().1.set_buffer_limit(Some(TLS_BUFFER));
             s
         }
         Ok(Err(e)) => {
