@@ -39,6 +39,14 @@ impl Setup {
 /// the end of a test: a short drain keeps that from taking the default 30 s.
 const DRAIN: &str = "[timeouts]\ndrain = \"200ms\"\n";
 
+/// The test site over TLS, with one certificate for `localhost`.
+fn localhost_site(p: &Setup) -> TestServer {
+    TestServer::site(&format!(
+        "{DRAIN}[tls]\nlisten = \"127.0.0.1:0\"\n{}",
+        p.cert("l", &["localhost"], "L")
+    ))
+}
+
 fn https(s: &TestServer) -> std::net::SocketAddr {
     s.handle().https_addrs()[0]
 }
@@ -76,11 +84,7 @@ async fn sni_picks_exact_then_wildcard_then_the_default() {
 #[tokio::test]
 async fn http2_and_http11_by_alpn_on_one_port() {
     let p = Setup::new();
-    let toml = format!(
-        "{DRAIN}[tls]\nlisten = \"127.0.0.1:0\"\n{}",
-        p.cert("l", &["localhost"], "L")
-    );
-    let s = TestServer::site(&toml);
+    let s = localhost_site(&p);
     let want = std::fs::read(s.root.join("index.html")).unwrap();
 
     let cfg = client_config(&p.ca.pem, &[b"h2", b"http/1.1"], None);
@@ -117,11 +121,7 @@ async fn http2_and_http11_by_alpn_on_one_port() {
 #[tokio::test]
 async fn a_large_file_over_tls_arrives_whole() {
     let p = Setup::new();
-    let toml = format!(
-        "{DRAIN}[tls]\nlisten = \"127.0.0.1:0\"\n{}",
-        p.cert("l", &["localhost"], "L")
-    );
-    let s = TestServer::site(&toml);
+    let s = localhost_site(&p);
     let big: Vec<u8> = (0..3 * 1024 * 1024 + 17)
         .map(|i| (i * 7 % 251) as u8)
         .collect();
@@ -146,11 +146,7 @@ async fn a_large_file_over_tls_arrives_whole() {
 #[tokio::test]
 async fn sessions_resume_on_tls13_and_tls12() {
     let p = Setup::new();
-    let toml = format!(
-        "{DRAIN}[tls]\nlisten = \"127.0.0.1:0\"\n{}",
-        p.cert("l", &["localhost"], "L")
-    );
-    let s = TestServer::site(&toml);
+    let s = localhost_site(&p);
     for v in [&rustls::version::TLS13, &rustls::version::TLS12] {
         let cfg = client_config_versions(&p.ca.pem, &[b"http/1.1"], None, &[v]);
         let mut kinds = Vec::new();
@@ -175,11 +171,7 @@ async fn sessions_resume_on_tls13_and_tls12() {
 #[tokio::test]
 async fn aes_128_gcm_is_chosen_over_a_clients_first_choice() {
     let p = Setup::new();
-    let toml = format!(
-        "{DRAIN}[tls]\nlisten = \"127.0.0.1:0\"\n{}",
-        p.cert("l", &["localhost"], "L")
-    );
-    let s = TestServer::site(&toml);
+    let s = localhost_site(&p);
     for v in [&rustls::version::TLS13, &rustls::version::TLS12] {
         // ring's client lists AES-256-GCM first.
         let cfg = client_config_versions(&p.ca.pem, &[b"http/1.1"], None, &[v]);

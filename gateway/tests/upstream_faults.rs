@@ -3,7 +3,7 @@
 //! sent), no connection is leaked, and the pool serves the next request normally.
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -23,19 +23,7 @@ fn faulty_upstream() -> std::net::SocketAddr {
 fn serve(s: TcpStream) {
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        // The rest of the head (these requests have no body).
-        loop {
-            let mut h = String::new();
-            if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                break;
-            }
-        }
-        let path = line.split(' ').nth(1).unwrap_or("").to_string();
+    while let Some(path) = read_request_head(&mut r) {
         match path.as_str() {
             "/ok" => {
                 let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");

@@ -5,7 +5,7 @@
 //! connection goes back to the pool only when its message ended cleanly.
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -29,18 +29,7 @@ fn upstream() -> (SocketAddr, Arc<AtomicUsize>) {
 fn serve(s: TcpStream) {
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        loop {
-            let mut h = String::new();
-            if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                break;
-            }
-        }
-        let path = line.split(' ').nth(1).unwrap_or("").to_string();
+    while let Some(path) = read_request_head(&mut r) {
         let answer: &[u8] = match path.as_str() {
             "/ok" => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
             "/chunked" => {

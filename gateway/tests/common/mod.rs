@@ -390,3 +390,19 @@ pub fn spawn_gatehouse(extra_toml: &str) -> Spawned {
     }
     s
 }
+
+/// For a raw test upstream: reads one request head (these requests have no body) and
+/// returns its target; `None` once the connection is closed.
+pub fn read_request_head(r: &mut impl std::io::BufRead) -> Option<String> {
+    let mut line = String::new();
+    if r.read_line(&mut line).unwrap_or(0) == 0 {
+        return None;
+    }
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+            break;
+        }
+    }
+    Some(line.split(' ').nth(1).unwrap_or("").to_string())
+}
