@@ -64,6 +64,23 @@ fn serve(s: TcpStream) {
             "/too-much" => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokSURPLUS",
             "/http10" => b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\nold!",
             "/close" => b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbye",
+            "/http10-chunked" => {
+                b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+            }
+            // Answers, then while the connection is idle says 408 and closes, as servers
+            // with a keep-alive timeout do.
+            "/then-408" => {
+                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let _ = w.write_all(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+                return;
+            }
+            // A body for a HEAD, sent late: after the head has been taken as the whole answer.
+            "/late-body" => {
+                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                b"hello"
+            }
             _ => return,
         };
         if w.write_all(answer).is_err() {
@@ -135,7 +152,7 @@ fn informational_responses_are_skipped_and_bodiless_ones_have_no_body() {
 fn unframeable_responses_are_502_and_cut_bodies_are_not_completed() {
     let (up, accepted) = upstream();
     let g = gatehouse(up);
-    for path in ["/bad-length", "/two-lengths"] {
+    for path in ["/bad-length", "/two-lengths", "/http10-chunked"] {
         assert_eq!(get10(&g, path).status, 502, "{path}");
     }
     // After the head is sent a bad chunk can only cut the response short.
@@ -189,4 +206,30 @@ fn a_connection_is_reused_only_after_a_clean_keep_alive_message() {
         before,
         "the rest reuse one"
     );
+}
+
+#[test]
+fn what_an_idle_connection_receives_is_never_taken_for_the_next_answer() {
+    let (up, accepted) = upstream();
+    let g = gatehouse(up);
+    assert_eq!(get10(&g, "/then-408").text(), "ok");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let r = get10(&g, "/ok");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "ok"),
+        "the stored 408 was relayed"
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+    let r = send(g.addr, "HEAD /late-body HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.status, 200);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let r = get10(&g, "/ok");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "ok"),
+        "the late body was read as a head"
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }

@@ -42,12 +42,19 @@ pub(crate) struct Conn {
     wbuf: Vec<u8>,
 }
 
+impl Conn {
+    /// Nothing to read and not closed.
+    pub(crate) fn is_quiet(&self) -> bool {
+        matches!(self.io.try_read(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
 /// Sends a bodiless request (`path` in origin form, `headers` already including `Host`)
 /// and returns the response once its head has arrived.
 ///
 /// A pooled connection may have been closed by the upstream since its last use; when it
-/// fails before a byte of the response arrives the request goes again on the next, or on a
-/// new one. That is safe only because the request is idempotent and has no body.
+/// fails before a byte of the response arrives the request goes again, once, on a new
+/// connection. That is safe only because the request is idempotent and has no body.
 pub(crate) async fn send(
     pool: &Arc<Pool>,
     authority: &Authority,
@@ -55,8 +62,10 @@ pub(crate) async fn send(
     path: &str,
     headers: &HeaderMap,
 ) -> Result<Response<Body>, SendError> {
+    let mut retried = false;
     loop {
-        let (mut conn, reused) = match pool.checkout_h1() {
+        let pooled = if retried { None } else { pool.checkout_h1() };
+        let (mut conn, reused) = match pooled {
             Some(c) => (c, true),
             None => (Box::pin(connect(authority, pool.settings())).await?, false),
         };
@@ -67,7 +76,7 @@ pub(crate) async fn send(
                     .into_response(conn, pool, method == Method::HEAD)
                     .map_err(SendError::Io)
             }
-            Err(Failed::BeforeResponse(_)) if reused => continue,
+            Err(Failed::BeforeResponse(_)) if reused => retried = true,
             Err(Failed::BeforeResponse(e) | Failed::Other(e)) => return Err(SendError::Io(e)),
         }
     }
@@ -264,6 +273,10 @@ impl Head {
         pool: &Arc<Pool>,
         head_request: bool,
     ) -> io::Result<Response<Body>> {
+        // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing.
+        if self.version == Version::HTTP_10 && self.transfer.is_some() {
+            return Err(invalid("Transfer-Encoding in an HTTP/1.0 response"));
+        }
         let mut keep = self.version == Version::HTTP_11 && !self.close;
         let state = if head_request
             || self.status == StatusCode::NO_CONTENT

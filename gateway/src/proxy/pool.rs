@@ -180,12 +180,15 @@ impl Pool {
         });
     }
 
-    /// The most recently used bare connection not past the idle timeout. Whether the
-    /// upstream has closed it shows only when it is used.
+    /// The most recently used bare connection not past the idle timeout and quiet: one
+    /// the upstream has closed, or sent anything on (a 408 before closing, a body it
+    /// should not have sent), is dropped. hyper's client has a task watching each idle
+    /// connection for that; here it is checked at checkout, and tokio answers from the
+    /// readiness it already knows, without a syscall, unless the socket had an event.
     pub(crate) fn checkout_h1(&self) -> Option<super::h1::Conn> {
         let mut idle = self.lock();
         while let Some(c) = idle.h1.pop() {
-            if c.since.elapsed() < self.settings.idle_timeout {
+            if c.since.elapsed() < self.settings.idle_timeout && c.conn.is_quiet() {
                 return Some(c.conn);
             }
         }
