@@ -31,7 +31,7 @@ impl ConfigErrors {
             let key = if e.path.is_empty() {
                 "(top level)".to_string()
             } else {
-                e.path.join(".")
+                key_path(&e.path)
             };
             let source = describe_source(e.metadata.as_ref(), fig, &key);
             out.push(ConfigError {
@@ -49,6 +49,20 @@ impl ConfigErrors {
         }
         ConfigErrors(out)
     }
+}
+
+/// A key's path as TOML would write it: a segment that is not a bare key (empty, or with a
+/// dot, a space, a quote) is quoted, so an error always names something visible.
+fn key_path(path: &[String]) -> String {
+    let bare = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    path.iter()
+        .map(|s| if bare(s) { s.clone() } else { format!("{s:?}") })
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 pub(crate) fn describe_source(
@@ -84,3 +98,16 @@ impl fmt::Display for ConfigErrors {
 }
 
 impl std::error::Error for ConfigErrors {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_that_are_not_bare_are_quoted() {
+        let p = |v: &[&str]| key_path(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(p(&["timeouts", "header_read"]), "timeouts.header_read");
+        assert_eq!(p(&[""]), "\"\"");
+        assert_eq!(p(&["routes", "a.b"]), "routes.\"a.b\"");
+    }
+}

@@ -322,3 +322,20 @@ fn rate_limits_and_uri_limits_are_checked() {
         assert!(e.contains(key), "{key} missing from: {e}");
     }
 }
+
+#[test]
+fn an_unknown_key_with_an_empty_name_is_named_quoted() {
+    // Found by the `config` fuzz target: the error's key was empty.
+    let text = "'' = \"/tmp\"\n[timeouts]\nheader_read = \"12m\"\n";
+    let errors = gatehouse_config::Loader::new()
+        .no_default_file()
+        .no_env()
+        .toml_str(text)
+        .load()
+        .unwrap_err();
+    assert_eq!(errors.0[0].key, "\"\"");
+    assert!(
+        errors.to_string().contains("\"\": unknown field"),
+        "{errors}"
+    );
+}
