@@ -11,10 +11,9 @@
 //! Framing follows RFC 9112 §6.3; 1xx responses are skipped (RFC 9110 §15.2), as
 //! hyper's client does.
 
-use super::headers::KEEP_ALIVE;
 use super::pool::{Pool, SendError, Settings};
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::uri::Authority;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Version};
 use std::io;
@@ -244,12 +243,7 @@ fn parse(buf: &mut BytesMut) -> io::Result<Option<Head>> {
             let last = raw.rsplit(|&b| b == b',').next().unwrap_or_default();
             head.transfer = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
             continue;
-        } else if name == KEEP_ALIVE
-            || name == TE
-            || name == TRAILER
-            || name == UPGRADE
-            || name.as_str().starts_with("proxy-")
-        {
+        } else if super::headers::is_hop_by_hop(&name) {
             continue;
         } else if name == CONTENT_LENGTH {
             head.length = Some(match (content_length(raw), head.length) {
@@ -507,7 +501,7 @@ enum Step {
 
 impl Body {
     fn chunked_step(&mut self, c: Chunk) -> io::Result<Step> {
-        let Some(buf) = self.conn.as_mut().map(|c| &mut c.buf) else {
+        let Some(buf) = self.buf() else {
             return Err(io::ErrorKind::UnexpectedEof.into());
         };
         let next = match c {

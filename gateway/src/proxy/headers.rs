@@ -10,7 +10,7 @@ use std::net::IpAddr;
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-pub(crate) static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 
 /// The hop-by-hop fields every message loses (RFC 9110 §7.6.1), besides `Proxy-*` and
 /// those `Connection` names.
@@ -22,6 +22,12 @@ static FIXED_HOP: [&HeaderName; 6] = [
     &UPGRADE,
     &KEEP_ALIVE,
 ];
+
+/// Whether `name` is hop-by-hop whatever `Connection` says: one of the fixed fields or
+/// `Proxy-*`.
+pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
+    FIXED_HOP.contains(&name) || name.as_str().starts_with("proxy-")
+}
 
 /// Removes the hop-by-hop fields (§7.6.1): `Connection` and every field it names,
 /// `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and `Proxy-*`.
