@@ -826,8 +826,9 @@ impl Default for StaticConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct OpenFileCacheConfig {
     pub enabled: bool,
-    /// One `stat` per request, so an edit is served at once. `false` trusts an entry
-    /// for `valid`, like nginx's `open_file_cache_valid`.
+    /// One `fstat` of the open file per request, so an edit, a replacement or a deletion
+    /// is served at once, and a `stat` of its path once per `valid`. `false` trusts an
+    /// entry for `valid`, like nginx's `open_file_cache_valid`.
     pub strict: bool,
     #[serde(with = "humantime_serde")]
     pub valid: Duration,

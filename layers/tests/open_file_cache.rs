@@ -125,6 +125,43 @@ async fn strict_and_relaxed_validity() {
 }
 
 #[tokio::test]
+async fn strict_checks_the_open_file_every_time_and_its_path_once_per_valid() {
+    let d = dir_with(&[("b.txt", 2)]);
+    std::fs::create_dir(d.path().join("rel")).unwrap();
+    std::fs::write(d.path().join("rel/a.txt"), b"one").unwrap();
+    let cache = FileCache::new(
+        Resolver::new(d.path()).unwrap(),
+        CacheOptions {
+            valid: Duration::from_secs(1),
+            ..CacheOptions::default()
+        },
+    );
+    let len = |r: Resolved| match r {
+        Resolved::File(f) => f.len,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(len(cache.get("/b.txt").await), 2);
+    assert_eq!(len(cache.get("/rel/a.txt").await), 3);
+    // Through the open descriptor, at once: an edit in place, a replacement by rename (the
+    // old file is unlinked), a deletion.
+    std::fs::write(d.path().join("b.txt"), b"bbbb").unwrap();
+    assert_eq!(len(cache.get("/b.txt").await), 4);
+    std::fs::write(d.path().join("tmp"), b"bbbbbb").unwrap();
+    std::fs::rename(d.path().join("tmp"), d.path().join("b.txt")).unwrap();
+    assert_eq!(len(cache.get("/b.txt").await), 6);
+    std::fs::remove_file(d.path().join("b.txt")).unwrap();
+    assert!(matches!(cache.get("/b.txt").await, Resolved::NotFound));
+    // A directory on the way swapped for another: the old file is still linked and
+    // unchanged, so only the path's own check, once per `valid`, sees the new one.
+    std::fs::rename(d.path().join("rel"), d.path().join("rel.old")).unwrap();
+    std::fs::create_dir(d.path().join("rel")).unwrap();
+    std::fs::write(d.path().join("rel/a.txt"), b"twotwo").unwrap();
+    assert_eq!(len(cache.get("/rel/a.txt").await), 3, "within valid");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(len(cache.get("/rel/a.txt").await), 6, "after valid");
+}
+
+#[tokio::test]
 async fn the_layer_over_a_plain_axum_handler() {
     let d = dir_with(&[("page.html", 42)]);
     let cache = FileCache::new(Resolver::new(d.path()).unwrap(), CacheOptions::default());

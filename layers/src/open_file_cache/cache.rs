@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 /// Bounds and validity of a [`FileCache`].
 #[derive(Debug, Clone)]
 pub struct CacheOptions {
-    /// Check each entry with one `stat` per request (default). `false` trusts an entry for
-    /// `valid`, like nginx's `open_file_cache_valid`.
+    /// Check each entry on every request (default): an `fstat` of its open descriptor, so
+    /// an edit in place, a replacement or a deletion is served at once, and a `stat` of its
+    /// path once per `valid`. `false` trusts an entry for `valid`, like nginx's
+    /// `open_file_cache_valid`.
     pub strict: bool,
     pub valid: Duration,
     pub max_entries: usize,
@@ -148,7 +150,7 @@ impl FileCache {
     }
 
     /// A hit, checked per the validity rule; `None` means the caller must [`load`](Self::load).
-    /// Runs on the event loop: at most one `stat`.
+    /// Runs on the event loop: at most one `fstat`, or a `stat` of the path.
     pub fn lookup(&self, key: &str) -> Option<Resolved> {
         let r = self.check(key);
         if r.is_some() {
@@ -160,8 +162,25 @@ impl FileCache {
     fn check(&self, key: &str) -> Option<Resolved> {
         let cached = self.inner.map.get(key)?;
         if self.inner.opts.strict {
-            if cached.check.still_valid() {
-                return Some(cached.resolved.clone());
+            match cached.check.quick() {
+                Some(false) => {}
+                // The descriptors are unchanged; their paths are checked once per `valid`.
+                Some(true) => {
+                    let now = self.now_ms();
+                    let at = cached.checked_at.load(Ordering::Relaxed);
+                    if now.saturating_sub(at) < self.inner.opts.valid.as_millis() as u64 {
+                        return Some(cached.resolved.clone());
+                    }
+                    if cached.check.still_valid() {
+                        cached.checked_at.store(now, Ordering::Relaxed);
+                        return Some(cached.resolved.clone());
+                    }
+                }
+                None => {
+                    if cached.check.still_valid() {
+                        return Some(cached.resolved.clone());
+                    }
+                }
             }
         } else {
             let now = self.now_ms();

@@ -120,12 +120,22 @@ pub(crate) enum Check {
         path: PathBuf,
         expect: Option<Stamp>,
     },
+    /// What `path` named when it was opened, kept open: an `fstat` of the descriptor
+    /// (no path walk) shows an edit in place, and a replacement or deletion, which unlinks
+    /// it; [`still_valid`](Self::still_valid) stats the path, for a directory or symlink
+    /// switched on the way.
+    Open {
+        fd: Arc<File>,
+        path: PathBuf,
+        expect: Stamp,
+    },
     /// Every one of these (an index file and its directory, which changes when a
     /// preferred index file appears).
     All(Box<[Check]>),
 }
 
 impl Check {
+    /// The full check: a `stat` of each path.
     pub(crate) fn still_valid(&self) -> bool {
         match self {
             Check::Never => true,
@@ -134,7 +144,34 @@ impl Check {
                 (Err(_), None) => true,
                 _ => false,
             },
+            Check::Open { path, expect, .. } => {
+                std::fs::metadata(path).is_ok_and(|m| Stamp::of(&m) == *expect)
+            }
             Check::All(checks) => checks.iter().all(Check::still_valid),
+        }
+    }
+
+    /// The per-request check through open descriptors alone: `Some(changed or not)`, or
+    /// `None` when some part can only be checked by path.
+    pub(crate) fn quick(&self) -> Option<bool> {
+        match self {
+            Check::Never => Some(true),
+            Check::Stat { .. } => None,
+            Check::Open { fd, expect, .. } => Some(
+                fd.metadata()
+                    .is_ok_and(|m| m.nlink() > 0 && Stamp::of(&m) == *expect),
+            ),
+            Check::All(checks) => {
+                let mut all = Some(true);
+                for c in checks.iter() {
+                    match c.quick() {
+                        Some(false) => return Some(false),
+                        None => all = None,
+                        Some(true) => {}
+                    }
+                }
+                all
+            }
         }
     }
 }

@@ -170,7 +170,7 @@ impl Resolver {
                 if let Ok(m) = std::fs::metadata(&candidate) {
                     if m.is_file() && self.inside_root(&candidate) {
                         let (resolved, check) = self.open_file(candidate, &m);
-                        let both = Check::All(Box::new([check, stat_check(&path)]));
+                        let both = Check::All(Box::new([check, dir_check(&path)]));
                         return (resolved, both);
                     }
                 }
@@ -268,8 +268,9 @@ impl Resolver {
         let stamp = Stamp::of(&meta);
         let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
         let len = meta.len();
+        let fd = Arc::new(file);
         let (body, file) = if len <= self.inner.inline_max {
-            match read_whole(&file, len) {
+            match read_whole(&fd, len) {
                 Ok(b) => (Some(b), None),
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                     return (Resolved::Forbidden, stat_check(&path))
@@ -277,7 +278,7 @@ impl Resolver {
                 Err(_) => return absent(path),
             }
         } else {
-            (None, Some(Arc::new(file)))
+            (None, Some(fd.clone()))
         };
         let len = body.as_ref().map_or(len, |b| b.len() as u64);
         let mut entry = FileEntry::new(
@@ -293,13 +294,54 @@ impl Resolver {
             entry.siblings = self.siblings(&path, modified);
         }
         self.finish(&mut entry);
-        (
-            Resolved::File(Arc::new(entry)),
-            Check::Stat {
-                path,
-                expect: Some(stamp),
-            },
-        )
+        (Resolved::File(Arc::new(entry)), open_check(fd, path, stamp))
+    }
+}
+
+/// A check through the open descriptor, unless descriptors are scarce: one kept open per
+/// cached file (like nginx's `open_file_cache`) must not starve accepting connections.
+fn open_check(fd: Arc<File>, path: PathBuf, stamp: Stamp) -> Check {
+    use std::os::fd::AsRawFd;
+    if (fd.as_raw_fd() as u64) < fd_budget() {
+        Check::Open {
+            fd,
+            path,
+            expect: stamp,
+        }
+    } else {
+        Check::Stat {
+            path,
+            expect: Some(stamp),
+        }
+    }
+}
+
+/// Half the open-files limit, read once (the server raises it to the hard limit at start).
+fn fd_budget() -> u64 {
+    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+            lim.rlim_cur / 2
+        } else {
+            0
+        }
+    })
+}
+
+/// The directory's check, through a descriptor when it opens: its stamp changes when an
+/// index file appears.
+fn dir_check(path: &Path) -> Check {
+    match File::open(path) {
+        Ok(d) => match d.metadata() {
+            Ok(m) if m.is_dir() => open_check(Arc::new(d), path.to_path_buf(), Stamp::of(&m)),
+            _ => stat_check(path),
+        },
+        Err(_) => stat_check(path),
     }
 }
 
