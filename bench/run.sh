@@ -4,7 +4,7 @@
 #
 # Inputs (environment): GATEHOUSE, GATEHOUSE_BASE, NGINX, CADDY, OHA, DURATION, CONNECTIONS,
 # WARMUP, SCENARIOS, OUT_DIR, RUNTIME, BASE_RUNTIME, GATEHOUSE_TOML, BASE_TOML, METRICS,
-# BASE_METRICS, ROUNDS.
+# BASE_METRICS, ROUNDS, FLOOR.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +20,9 @@ WARMUP=${WARMUP:-2s}
 # and the summary gives each server's median and its median ratio to nginx's same round
 # (this machine's figures drift more between minutes than between servers in one minute).
 ROUNDS=${ROUNDS:-1}
+# FLOOR=1: also bench bench/floor.c (built here with cc), a server that does one read and one
+# write per request and nothing else, as the lower bound for static-1k and text-gzip.
+FLOOR=${FLOOR:-}
 SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k,idle-1000}
 # idle-1000: IDLE_CONNECTIONS held open and mostly idle (one request at the start, one at
 # the end), beside IDLE_ACTIVE connections making IDLE_RATE requests a second in all.
@@ -42,7 +45,7 @@ BASE_TOML=${BASE_TOML-$GATEHOUSE_TOML}
 BASE_TOML_SET=0
 [ -n "${BASE_TOML+x}" ] && [ "$BASE_TOML" != "$GATEHOUSE_TOML" ] && BASE_TOML_SET=1
 
-PORT_GH=18181 ADMIN_GH=18191 PORT_NGINX=18182 PORT_CADDY=18183 PORT_BACKEND=18184
+PORT_GH=18181 ADMIN_GH=18191 PORT_NGINX=18182 PORT_CADDY=18183 PORT_BACKEND=18184 PORT_FLOOR=18185
 # TLS scenarios: each server also listens with TLS, on these, with one self-signed certificate.
 TLS_GH=18281 TLS_NGINX=18282 TLS_CADDY=18283
 # proxy-1k: every proxy under test forwards to one nginx serving the files (its CPU is not
@@ -123,6 +126,13 @@ is_h2() { case "$1" in h2-*) return 0 ;; *) return 1 ;; esac; }
 
 # What a server lacks for a scenario, if anything (the scenario then skips it, saying so).
 lacks() { # scenario server
+  if [ "$2" = floor ]; then
+    case "$1" in
+      static-1k | text-gzip) ;;
+      *) echo "the floor answers plain HTTP from memory: static-1k and text-gzip only" ;;
+    esac
+    return
+  fi
   if [ "$1" = auth-basic-1k ] && [ "$2" = caddy ]; then
     echo "compared with nginx only (the issue's scenario)"
     return
@@ -290,6 +300,18 @@ EOF
     "$CADDY" run --config "$conf" --adapter caddyfile >> "$WORK/caddy.log" 2>&1 &
   SERVER_PIDS=($!)
   wait_port "$PORT_CADDY"
+}
+
+# The floor (bench/floor.c): the scenario's file from memory, gzip'ed once for text-gzip.
+start_floor() { # scenario
+  local file="$WWW/1k.bin" enc=""
+  if [ "$1" = text-gzip ]; then
+    gzip -6 -n -c "$WWW/app.js" > "$WORK/app.js.gz"
+    file="$WORK/app.js.gz" enc=gzip
+  fi
+  "$WORK/floor" "$PORT_FLOOR" "$file" $enc 2>> "$WORK/floor.log" &
+  SERVER_PIDS=($!)
+  wait_port "$PORT_FLOOR"
 }
 
 # The backend for proxy-1k: an nginx of its own, outside SERVER_PIDS, so its CPU is not
@@ -540,6 +562,9 @@ run_server() { # scenario server
     caddy)
       start_caddy "$mode" || { say "  caddy did not start"; stop_server; return 0; }
       measure "$scenario" caddy "$p_caddy" ;;
+    floor)
+      start_floor "$scenario" || { say "  the floor did not start"; stop_server; return 0; }
+      measure "$scenario" floor "$PORT_FLOOR" ;;
   esac
   stop_server
   [ "$scenario" = log-1k ] && count_log_lines "$server"
@@ -553,6 +578,13 @@ if [ -n "$GATEHOUSE_BASE" ] || [ -n "$BASE_RUNTIME" ] || [ "${BASE_TOML_SET:-}" 
 fi
 if [ -n "$NGINX" ] && [ -x "$(command -v "$NGINX")" ]; then SERVERS+=(nginx); else say "nginx not found: skipped"; fi
 if [ -n "$CADDY" ] && [ -x "$(command -v "$CADDY")" ]; then SERVERS+=(caddy); else say "caddy not found: skipped"; fi
+if [ -n "$FLOOR" ]; then
+  if cc -O2 -o "$WORK/floor" "$ROOT/bench/floor.c" 2>> "$WORK/floor.log"; then
+    SERVERS+=(floor)
+  else
+    say "FLOOR: bench/floor.c did not build (a C compiler is needed): skipped"
+  fi
+fi
 
 say "gatehouse bench: $DURATION at $CONNECTIONS connections (warm-up $WARMUP), $(nproc) CPUs"
 IFS=',' read -r -a SCEN <<< "$SCENARIOS"
