@@ -39,12 +39,15 @@ impl std::fmt::Debug for Tls {
     }
 }
 
-/// ring's suites, with AES-128-GCM put first. The server chooses (`ignore_client_order`),
-/// and rustls clients (oha among them) list AES-256-GCM first: AES-128 has 10 rounds to
-/// AES-256's 14 and is what Go's (so Caddy's) servers prefer. For a 1 MiB response over
-/// TLS it saved 6–12% of the user CPU. Every suite stays offered.
+/// aws-lc-rs's suites, with AES-128-GCM put first. aws-lc's AES-GCM uses 512-bit vector
+/// instructions where the CPU has them: 24.5 GB/s against ring's 12.2 on this machine's
+/// cores (16 KiB records), and AES-GCM was a quarter of a 1 MiB HTTPS response's CPU.
+/// The server chooses (`ignore_client_order`), and rustls clients (oha among them) list
+/// AES-256-GCM first: AES-128 has 10 rounds to AES-256's 14 and is what Go's (so Caddy's)
+/// servers prefer. For a 1 MiB response over TLS it saved 6–12% of the user CPU. Every
+/// suite stays offered.
 pub(crate) fn provider() -> Arc<CryptoProvider> {
-    let mut p = rustls::crypto::ring::default_provider();
+    let mut p = rustls::crypto::aws_lc_rs::default_provider();
     p.cipher_suites.sort_by_key(|s| {
         use rustls::CipherSuite::*;
         match s.suite() {
@@ -114,7 +117,8 @@ impl Tls {
         }
         // Resumption: stateless tickets (TLS 1.2 and 1.3), keys rotated by rustls every
         // six hours; and a session-ID cache for TLS 1.2 clients without ticket support.
-        sc.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("tls: {e}"))?;
+        sc.ticketer =
+            rustls::crypto::aws_lc_rs::Ticketer::new().map_err(|e| format!("tls: {e}"))?;
         sc.session_storage = ServerSessionMemoryCache::new(16 * 1024);
         sc.ignore_client_order = true;
 
