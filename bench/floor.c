@@ -14,11 +14,14 @@
 #include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +30,20 @@
 
 /* Per connection: how much of "\r\n\r\n" the bytes read so far end with. */
 static unsigned char matched[MAX_FDS];
+
+static pid_t children[1024];
+static int nchildren;
+
+/* The first process, stopped by the bench, stops the others and waits for them, so that
+ * none is left listening on the port when it is gone. */
+static void stop(int sig) {
+    (void)sig;
+    for (int i = 0; i < nchildren; i++)
+        kill(children[i], SIGTERM);
+    for (int i = 0; i < nchildren; i++)
+        waitpid(children[i], NULL, 0);
+    _exit(0);
+}
 
 static char *response;
 static size_t response_len;
@@ -65,7 +82,8 @@ static int load(const char *path, const char *encoding) {
     return 0;
 }
 
-/* Writes the whole answer; the socket is blocking for writes (reads use MSG_DONTWAIT). */
+/* Writes the whole answer. Connection sockets are blocking, reads use MSG_DONTWAIT: a
+ * client that stops reading stalls its worker, which a bench's client never does. */
 static int answer(int fd) {
     size_t off = 0;
     while (off < response_len) {
@@ -113,6 +131,8 @@ static void serve(int port) {
             }
             /* Level-triggered: one read per readiness; what is left comes back. */
             ssize_t r = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
             if (r <= 0) {
                 close(fd);
                 continue;
@@ -148,13 +168,29 @@ int main(int argc, char **argv) {
     }
     if (load(argv[2], argc > 3 ? argv[3] : NULL) != 0)
         return 1;
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+    }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    for (long i = 1; i < cpus; i++) {
-        if (fork() == 0) {
-            /* The bench stops the first process only: the others go with it. */
+    pid_t first = getpid();
+    for (long i = 1; i < cpus && nchildren < 1024; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            nchildren = 0;
+            /* Should the first process die without stopping us, go with it. */
             prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != first)
+                return 0;
             break;
         }
+        if (pid > 0)
+            children[nchildren++] = pid;
+    }
+    if (getpid() == first) {
+        signal(SIGTERM, stop);
+        signal(SIGINT, stop);
     }
     serve(atoi(argv[1]));
     return 0;

@@ -126,13 +126,6 @@ is_h2() { case "$1" in h2-*) return 0 ;; *) return 1 ;; esac; }
 
 # What a server lacks for a scenario, if anything (the scenario then skips it, saying so).
 lacks() { # scenario server
-  if [ "$2" = floor ]; then
-    case "$1" in
-      static-1k | text-gzip) ;;
-      *) echo "the floor answers plain HTTP from memory: static-1k and text-gzip only" ;;
-    esac
-    return
-  fi
   if [ "$1" = auth-basic-1k ] && [ "$2" = caddy ]; then
     echo "compared with nginx only (the issue's scenario)"
     return
@@ -543,6 +536,10 @@ run_server() { # scenario server
     mode=tls gh_toml="$gh_toml$GH_TLS_TOML" base_toml="$base_toml$GH_TLS_TOML"
     p_gh=$TLS_GH p_nginx=$TLS_NGINX p_caddy=$TLS_CADDY
   fi
+  # The floor only answers plain HTTP from memory: it has no other scenario to skip.
+  if [ "$server" = floor ]; then
+    case "$scenario" in static-1k | text-gzip) ;; *) return 0 ;; esac
+  fi
   missing=$(lacks "$scenario" "$server")
   if [ -n "$missing" ]; then
     say "  $server skipped: $missing"
@@ -578,7 +575,7 @@ if [ -n "$GATEHOUSE_BASE" ] || [ -n "$BASE_RUNTIME" ] || [ "${BASE_TOML_SET:-}" 
 fi
 if [ -n "$NGINX" ] && [ -x "$(command -v "$NGINX")" ]; then SERVERS+=(nginx); else say "nginx not found: skipped"; fi
 if [ -n "$CADDY" ] && [ -x "$(command -v "$CADDY")" ]; then SERVERS+=(caddy); else say "caddy not found: skipped"; fi
-if [ -n "$FLOOR" ]; then
+if [ "$FLOOR" = 1 ]; then
   if cc -O2 -o "$WORK/floor" "$ROOT/bench/floor.c" 2>> "$WORK/floor.log"; then
     SERVERS+=(floor)
   else
@@ -659,7 +656,7 @@ for r in rows:
         f"{r['cpu_us_per_req']} | {fmt(q) if q is not None else ''} | {r.get('metrics_cpu_us_per_req') or '—'} | "
         f"{r['rss_mib']} | {r['requests']:,} | {r['errors']} |"
     )
-skipped = [l.split() for l in open(unmeasured) if l.strip()]
+skipped = list(dict.fromkeys(tuple(l.split()) for l in open(unmeasured) if l.strip()))
 if skipped:
     lines.append("")
     lines.append("Not measured, because the response failed its check (not the file, or for "

@@ -827,7 +827,7 @@ impl Default for StaticConfig {
 pub struct OpenFileCacheConfig {
     pub enabled: bool,
     /// One `fstat` of the open file per request, so an edit, a replacement or a deletion
-    /// is served at once, and a `stat` of its path once per `valid`. `false` trusts an
+    /// is served at once, and a `stat` of its path once a second. `false` trusts an
     /// entry for `valid`, like nginx's `open_file_cache_valid`.
     pub strict: bool,
     #[serde(with = "humantime_serde")]

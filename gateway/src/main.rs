@@ -75,9 +75,6 @@ impl Overrides {
 }
 
 fn main() -> ExitCode {
-    // instant-acme builds its HTTPS client from the process's default provider, which rustls
-    // can't pick by itself with two compiled in (see gateway/Cargo.toml).
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::Check { overrides }) => check(cli.overrides.merge(overrides)),

@@ -125,14 +125,15 @@ async fn strict_and_relaxed_validity() {
 }
 
 #[tokio::test]
-async fn strict_checks_the_open_file_every_time_and_its_path_once_per_valid() {
+async fn strict_checks_the_open_file_every_time_and_its_path_once_a_second() {
     let d = dir_with(&[("b.txt", 2)]);
     std::fs::create_dir(d.path().join("rel")).unwrap();
     std::fs::write(d.path().join("rel/a.txt"), b"one").unwrap();
     let cache = FileCache::new(
         Resolver::new(d.path()).unwrap(),
         CacheOptions {
-            valid: Duration::from_secs(1),
+            // Longer than the one second strict mode trusts a path for at most.
+            valid: Duration::from_secs(600),
             ..CacheOptions::default()
         },
     );
@@ -141,7 +142,6 @@ async fn strict_checks_the_open_file_every_time_and_its_path_once_per_valid() {
         other => panic!("{other:?}"),
     };
     assert_eq!(len(cache.get("/b.txt").await), 2);
-    assert_eq!(len(cache.get("/rel/a.txt").await), 3);
     // Through the open descriptor, at once: an edit in place, a replacement by rename (the
     // old file is unlinked), a deletion.
     std::fs::write(d.path().join("b.txt"), b"bbbb").unwrap();
@@ -152,13 +152,46 @@ async fn strict_checks_the_open_file_every_time_and_its_path_once_per_valid() {
     std::fs::remove_file(d.path().join("b.txt")).unwrap();
     assert!(matches!(cache.get("/b.txt").await, Resolved::NotFound));
     // A directory on the way swapped for another: the old file is still linked and
-    // unchanged, so only the path's own check, once per `valid`, sees the new one.
+    // unchanged, so only the path's own check, once a second, sees the new one.
+    assert_eq!(len(cache.get("/rel/a.txt").await), 3);
     std::fs::rename(d.path().join("rel"), d.path().join("rel.old")).unwrap();
     std::fs::create_dir(d.path().join("rel")).unwrap();
     std::fs::write(d.path().join("rel/a.txt"), b"twotwo").unwrap();
-    assert_eq!(len(cache.get("/rel/a.txt").await), 3, "within valid");
+    assert_eq!(len(cache.get("/rel/a.txt").await), 3, "within the second");
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(len(cache.get("/rel/a.txt").await), 6, "after valid");
+    assert_eq!(len(cache.get("/rel/a.txt").await), 6, "after a second");
+}
+
+#[tokio::test]
+async fn relaxed_mode_keeps_no_descriptor_open() {
+    let d = dir_with(&[("small.txt", 10)]);
+    let file = d.path().join("small.txt");
+    // Descriptors of this process open on that file (other tests run beside this one).
+    let open_fds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|target| *target == file)
+            .count()
+    };
+    let relaxed = FileCache::new(
+        Resolver::new(d.path()).unwrap(),
+        CacheOptions {
+            strict: false,
+            ..CacheOptions::default()
+        },
+    );
+    let strict = FileCache::new(Resolver::new(d.path()).unwrap(), CacheOptions::default());
+    relaxed.get("/small.txt").await;
+    assert_eq!(
+        open_fds(),
+        0,
+        "relaxed: the body is in memory, the file closed"
+    );
+    strict.get("/small.txt").await;
+    assert_eq!(open_fds(), 1, "strict: kept open for its fstat");
+    drop(strict);
+    assert_eq!(open_fds(), 0, "and closed with the cache");
 }
 
 #[tokio::test]

@@ -304,6 +304,10 @@ pub fn workers(config: &Config) -> usize {
 
 /// Binds the listeners and starts serving `router`.
 pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
+    // instant-acme builds its HTTPS client from the process's default provider, which rustls
+    // can't pick by itself with two compiled in (see gateway/Cargo.toml). An application
+    // that installed its own keeps it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let workers = workers(config);
     let per_core = config.runtime == RuntimeMode::PerCore;
     let groups = if per_core { workers } else { 1 };

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 pub struct CacheOptions {
     /// Check each entry on every request (default): an `fstat` of its open descriptor, so
     /// an edit in place, a replacement or a deletion is served at once, and a `stat` of its
-    /// path once per `valid`. `false` trusts an entry for `valid`, like nginx's
-    /// `open_file_cache_valid`.
+    /// path once a second (or per `valid`, if shorter). `false` trusts an entry for
+    /// `valid`, like nginx's `open_file_cache_valid`.
     pub strict: bool,
     pub valid: Duration,
     pub max_entries: usize,
@@ -28,6 +28,11 @@ impl Default for CacheOptions {
         }
     }
 }
+
+/// Strict mode stats a path at least this often, whatever `valid` says: `valid` is how long
+/// relaxed mode trusts an entry, and a long one must not make strict mode miss a directory
+/// or symlink switched on the way for as long.
+const PATH_RECHECK_MAX: Duration = Duration::from_secs(1);
 
 pub(crate) struct Cached {
     pub(crate) resolved: Resolved,
@@ -72,6 +77,8 @@ struct Inner {
         CountEvictions,
     >,
     epoch: Instant,
+    /// Strict mode: how long a path is trusted while its descriptor shows no change.
+    path_recheck_ms: u64,
     loads: AtomicU64,
     hits: crate::tally::Tally,
     evictions: Arc<AtomicU64>,
@@ -120,6 +127,7 @@ impl FileCache {
             .shards(shards)
             .build()
             .expect("valid quick_cache options");
+        let path_recheck_ms = opts.valid.min(PATH_RECHECK_MAX).as_millis() as u64;
         let evictions = Arc::new(AtomicU64::new(0));
         let map = quick_cache::sync::Cache::with_options(
             options,
@@ -133,6 +141,7 @@ impl FileCache {
                 opts,
                 map,
                 epoch: Instant::now(),
+                path_recheck_ms,
                 loads: AtomicU64::new(0),
                 hits: Default::default(),
                 evictions,
@@ -164,11 +173,12 @@ impl FileCache {
         if self.inner.opts.strict {
             match cached.check.quick() {
                 Some(false) => {}
-                // The descriptors are unchanged; their paths are checked once per `valid`.
+                // The descriptors are unchanged; their paths are checked again once a
+                // second (or per `valid`, if shorter).
                 Some(true) => {
                     let now = self.now_ms();
                     let at = cached.checked_at.load(Ordering::Relaxed);
-                    if now.saturating_sub(at) < self.inner.opts.valid.as_millis() as u64 {
+                    if now.saturating_sub(at) < self.inner.path_recheck_ms {
                         return Some(cached.resolved.clone());
                     }
                     if cached.check.still_valid() {
@@ -240,6 +250,11 @@ impl FileCache {
             // Permissions may be fixed at any moment: don't remember a refusal.
             return resolved;
         }
+        let check = if self.inner.opts.strict {
+            check
+        } else {
+            check.by_path()
+        };
         let cached = Arc::new(Cached {
             resolved: resolved.clone(),
             check,

@@ -151,6 +151,21 @@ impl Check {
         }
     }
 
+    /// The same check without descriptors, for a cache that trusts entries for `valid`
+    /// and never calls [`quick`](Self::quick): kept open, they would serve nothing.
+    pub(crate) fn by_path(self) -> Check {
+        match self {
+            Check::Open { path, expect, .. } => Check::Stat {
+                path,
+                expect: Some(expect),
+            },
+            Check::All(checks) => {
+                Check::All(checks.into_vec().into_iter().map(Check::by_path).collect())
+            }
+            other => other,
+        }
+    }
+
     /// The per-request check through open descriptors alone: `Some(changed or not)`, or
     /// `None` when some part can only be checked by path.
     pub(crate) fn quick(&self) -> Option<bool> {

@@ -8,7 +8,7 @@
 //!
 //! A hit costs one `fstat` of the file's open descriptor (strict mode, the default: an
 //! edit, a replacement or a deletion is served at once; the path itself is stat'ed again
-//! once per `valid`, for a directory or symlink switched on the way) or nothing
+//! once a second, for a directory or symlink switched on the way) or nothing
 //! (`strict = false`, trusting an entry for `valid`), and runs on the event loop.
 //! A miss resolves on the blocking pool; concurrent misses for one path wait for a single
 //! resolution. Not-found answers are cached under the same rule.

@@ -334,9 +334,14 @@ fn fd_budget() -> u64 {
 }
 
 /// The directory's check, through a descriptor when it opens: its stamp changes when an
-/// index file appears.
+/// index file appears. `O_PATH`: nothing is read through it, it needs no read permission,
+/// and opening it can't block (on a FIFO swapped in) or touch a device.
 fn dir_check(path: &Path) -> Check {
-    match File::open(path) {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path);
+    match opened {
         Ok(d) => match d.metadata() {
             Ok(m) if m.is_dir() => open_check(Arc::new(d), path.to_path_buf(), Stamp::of(&m)),
             _ => stat_check(path),
