@@ -37,10 +37,12 @@ fn serve(s: TcpStream) {
                   5;ext=1\r\nhello\r\n1\r\n \r\nA\r\nworld, etc\r\n0\r\nX-Trailer: t\r\n\r\n"
             }
             "/until-close" => {
-                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nX-Up: 1\r\n\r\nall of ");
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                let _ = w.write_all(b"it, then the close");
-                return;
+                return in_two_parts(
+                    &mut w,
+                    b"HTTP/1.1 200 OK\r\nX-Up: 1\r\n\r\nall of ",
+                    50,
+                    b"it, then the close",
+                )
             }
             "/informational" => {
                 b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n\
@@ -69,12 +71,12 @@ fn serve(s: TcpStream) {
             }
             // Answers, then while the connection is idle says 408 and closes, as servers
             // with a keep-alive timeout do.
-            "/then-408" => {
-                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                let _ = w.write_all(b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
-                return;
-            }
+            "/then-408" => return in_two_parts(
+                &mut w,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                100,
+                b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            ),
             // A body for a HEAD, sent late: after the head has been taken as the whole answer.
             "/late-body" => {
                 let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
@@ -87,6 +89,13 @@ fn serve(s: TcpStream) {
             return;
         }
     }
+}
+
+/// Writes `first`, pauses, then writes `second`: an answer that arrives in two parts.
+fn in_two_parts(w: &mut TcpStream, first: &[u8], pause_ms: u64, second: &[u8]) {
+    let _ = w.write_all(first);
+    std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+    let _ = w.write_all(second);
 }
 
 fn gatehouse(up: SocketAddr) -> TestServer {

@@ -170,41 +170,36 @@ impl FileCache {
 
     fn check(&self, key: &str) -> Option<Resolved> {
         let cached = self.inner.map.get(key)?;
-        if self.inner.opts.strict {
+        let fresh = if self.inner.opts.strict {
             match cached.check.quick() {
-                Some(false) => {}
+                Some(false) => false,
                 // The descriptors are unchanged; their paths are checked again once a
                 // second (or per `valid`, if shorter).
-                Some(true) => {
-                    let now = self.now_ms();
-                    let at = cached.checked_at.load(Ordering::Relaxed);
-                    if now.saturating_sub(at) < self.inner.path_recheck_ms {
-                        return Some(cached.resolved.clone());
-                    }
-                    if cached.check.still_valid() {
-                        cached.checked_at.store(now, Ordering::Relaxed);
-                        return Some(cached.resolved.clone());
-                    }
-                }
-                None => {
-                    if cached.check.still_valid() {
-                        return Some(cached.resolved.clone());
-                    }
-                }
+                Some(true) => self.trusted_or_rechecked(&cached, self.inner.path_recheck_ms),
+                None => cached.check.still_valid(),
             }
         } else {
-            let now = self.now_ms();
-            let at = cached.checked_at.load(Ordering::Relaxed);
-            if now.saturating_sub(at) < self.inner.opts.valid.as_millis() as u64 {
-                return Some(cached.resolved.clone());
-            }
-            if cached.check.still_valid() {
-                cached.checked_at.store(now, Ordering::Relaxed);
-                return Some(cached.resolved.clone());
-            }
+            self.trusted_or_rechecked(&cached, self.inner.opts.valid.as_millis() as u64)
+        };
+        if fresh {
+            return Some(cached.resolved.clone());
         }
         self.inner.map.remove(key);
         None
+    }
+
+    /// Whether an entry checked within the last `window_ms` is trusted, or past that passes
+    /// its full check again (which restarts the window).
+    fn trusted_or_rechecked(&self, cached: &Cached, window_ms: u64) -> bool {
+        let now = self.now_ms();
+        if now.saturating_sub(cached.checked_at.load(Ordering::Relaxed)) < window_ms {
+            return true;
+        }
+        let valid = cached.check.still_valid();
+        if valid {
+            cached.checked_at.store(now, Ordering::Relaxed);
+        }
+        valid
     }
 
     /// Resolves `key` on the blocking pool and caches the result. Concurrent loads of one
