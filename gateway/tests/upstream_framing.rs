@@ -221,24 +221,18 @@ fn a_connection_is_reused_only_after_a_clean_keep_alive_message() {
 fn what_an_idle_connection_receives_is_never_taken_for_the_next_answer() {
     let (up, accepted) = upstream();
     let g = gatehouse(up);
+    // Once what the upstream sent on the idle connection has arrived, the next request
+    // must get its own answer, on a new connection.
+    let next_is_its_own = |what: &str, connections: usize| {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let r = get10(&g, "/ok");
+        assert_eq!((r.status, r.text().as_str()), (200, "ok"), "{what}");
+        assert_eq!(accepted.load(Ordering::SeqCst), connections);
+    };
     assert_eq!(get10(&g, "/then-408").text(), "ok");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let r = get10(&g, "/ok");
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (200, "ok"),
-        "the stored 408 was relayed"
-    );
-    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    next_is_its_own("the stored 408 was relayed", 2);
 
     let r = send(g.addr, "HEAD /late-body HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(r.status, 200);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let r = get10(&g, "/ok");
-    assert_eq!(
-        (r.status, r.text().as_str()),
-        (200, "ok"),
-        "the late body was read as a head"
-    );
-    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    next_is_its_own("the late body was read as a head", 3);
 }
