@@ -129,11 +129,7 @@ fn spawn_binary(
     dir: &std::path::Path,
     log: &std::path::Path,
 ) -> (std::process::Child, std::net::SocketAddr) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let conf = dir.join("g.toml");
     std::fs::write(
         &conf,

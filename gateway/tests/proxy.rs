@@ -175,9 +175,7 @@ fn a_slow_upstream_gives_504() {
 #[test]
 fn passive_ejection_and_recovery() {
     let good = named("good");
-    let flaky_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let flaky_addr = flaky_listener.local_addr().unwrap();
-    drop(flaky_listener);
+    let flaky_addr = std::net::SocketAddr::from(([127, 0, 0, 1], common::free_port()));
     let s = start(&proxy_toml(
         &[url(flaky_addr), url(good.addr)],
         "max_fails = 1\nfail_timeout = \"1s\"\nretries = 0",

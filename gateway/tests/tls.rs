@@ -365,11 +365,7 @@ fn a_missing_certificate_stops_the_start_with_its_key() {
 #[tokio::test]
 async fn sighup_reloads_certificates_and_refuses_a_broken_one() {
     let p = Setup::new();
-    let https_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let https_port = common::free_port();
     let toml = format!(
         "root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n{DRAIN}[tls]\nlisten = \"127.0.0.1:{https_port}\"\nwatch_interval = \"1h\"\n{}",
         fixtures().join("site").display().to_string(),

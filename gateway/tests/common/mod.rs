@@ -345,12 +345,38 @@ impl Drop for Spawned {
     }
 }
 
+/// A loopback port free now, for a server started later that must be told its port.
+///
+/// Not from the kernel's ephemeral range (what binding port 0 gives): between this call and
+/// the server's bind, any outgoing connection of any test may take that port as its source
+/// port, and the server then fails with "Address already in use" (seen in CI). Ports below
+/// `ip_local_port_range` are only ever taken by an explicit bind, and a per-process counter
+/// keeps this process's tests apart.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 20_000;
+    let high = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    if high <= LOW + 1_000 {
+        return std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+    }
+    let span = high - LOW;
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}..{high}");
 }
 
 /// Runs the binary on the fixture site with `extra_toml` after the listeners, and waits
