@@ -837,6 +837,10 @@ pub struct OpenFileCacheConfig {
     pub max_bytes: u64,
     /// Files up to this size are kept in memory and sent with their head in one write.
     pub inline_max: u64,
+    /// An entry not requested for this long is dropped and its file closed, like the
+    /// `inactive` of nginx's `open_file_cache`; `"0s"` keeps entries until evicted.
+    #[serde(with = "humantime_serde")]
+    pub inactive: Duration,
 }
 
 impl Default for OpenFileCacheConfig {
@@ -848,6 +852,7 @@ impl Default for OpenFileCacheConfig {
             max_entries: 10_000,
             max_bytes: 64 * 1024 * 1024,
             inline_max: 64 * 1024,
+            inactive: Duration::from_secs(60),
         }
     }
 }

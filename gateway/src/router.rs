@@ -465,6 +465,7 @@ fn static_service(
             valid: ofc.valid,
             max_entries: ofc.max_entries,
             max_bytes: ofc.max_bytes,
+            inactive: ofc.inactive,
         },
     );
     // The static Service asks the cache itself rather than through OpenFileCacheLayer:

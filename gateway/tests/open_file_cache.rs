@@ -63,6 +63,36 @@ fn relaxed_mode_trusts_an_entry_for_valid() {
     );
 }
 
+/// `inactive`: a deleted file nobody asks for again is closed (its disk space given back)
+/// without a request, as with nginx's `open_file_cache inactive=`.
+#[test]
+fn an_inactive_entry_closes_its_deleted_file() {
+    let s = TestServer::site("[[routes]]\n[routes.static.open_file_cache]\ninactive = \"600ms\"\n");
+    let path = s.root.join("gone.txt");
+    std::fs::write(&path, "soon deleted\n").unwrap();
+    let deleted = format!("{} (deleted)", path.display());
+    let held = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|t| *t == path || t.to_string_lossy() == deleted)
+            .count()
+    };
+    assert_eq!(s.get("/gone.txt").body, b"soon deleted\n");
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(held(), 1, "strict mode keeps the file open");
+    let t = std::time::Instant::now();
+    while held() > 0 {
+        assert!(t.elapsed() < Duration::from_secs(3), "still open after 3 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "closed too early"
+    );
+    assert_eq!(s.get("/gone.txt").status, 404);
+}
+
 #[test]
 fn cache_can_be_switched_off() {
     let s = TestServer::site("[[routes]]\n[routes.static.open_file_cache]\nenabled = false\n");

@@ -194,6 +194,56 @@ async fn relaxed_mode_keeps_no_descriptor_open() {
     assert_eq!(open_fds(), 0, "and closed with the cache");
 }
 
+/// Like nginx's `open_file_cache inactive=`: an entry not requested for `inactive` goes,
+/// with no request to notice, and its descriptor (a deleted file's disk space) with it; an
+/// entry requested all along stays.
+#[tokio::test]
+async fn inactive_entries_go_and_close_their_files() {
+    let d = dir_with(&[("cold.txt", 10), ("hot.txt", 10)]);
+    let cold = d.path().join("cold.txt");
+    let deleted = format!("{} (deleted)", cold.display());
+    let held = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|t| *t == cold || t.to_string_lossy() == deleted)
+            .count()
+    };
+    let cache = FileCache::new(
+        Resolver::new(d.path()).unwrap(),
+        CacheOptions {
+            inactive: Duration::from_secs(1),
+            ..CacheOptions::default()
+        },
+    );
+    cache.get("/cold.txt").await;
+    cache.get("/hot.txt").await;
+    assert_eq!(held(), 1);
+    std::fs::remove_file(&cold).unwrap();
+    assert_eq!(held(), 1, "the deleted file is still open");
+    let loads = cache.loads();
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_millis(2500) {
+        assert!(cache.lookup("/hot.txt").is_some(), "a hot entry stays");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(held(), 0, "closed once inactive");
+    assert_eq!(cache.len(), 1, "only the hot entry is left");
+    assert_eq!(cache.loads(), loads);
+
+    // Zero keeps entries.
+    let keep = FileCache::new(
+        Resolver::new(d.path()).unwrap(),
+        CacheOptions {
+            inactive: Duration::ZERO,
+            ..CacheOptions::default()
+        },
+    );
+    keep.get("/hot.txt").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(keep.len(), 1);
+}
+
 #[tokio::test]
 async fn the_layer_over_a_plain_axum_handler() {
     let d = dir_with(&[("page.html", 42)]);

@@ -1,7 +1,7 @@
 use super::entry::{Check, Resolved};
 use super::resolve::Resolver;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Bounds and validity of a [`FileCache`].
@@ -16,6 +16,10 @@ pub struct CacheOptions {
     pub max_entries: usize,
     /// Budget for in-memory bodies, in bytes.
     pub max_bytes: u64,
+    /// An entry not requested for this long is dropped, closing its descriptor (so a
+    /// deleted file's disk space is given back), like the `inactive` of nginx's
+    /// `open_file_cache`. Zero keeps entries until they are evicted or found stale.
+    pub inactive: Duration,
 }
 
 impl Default for CacheOptions {
@@ -25,6 +29,7 @@ impl Default for CacheOptions {
             valid: Duration::from_secs(1),
             max_entries: 10_000,
             max_bytes: 64 * 1024 * 1024,
+            inactive: Duration::from_secs(60),
         }
     }
 }
@@ -39,6 +44,9 @@ pub(crate) struct Cached {
     check: Check,
     /// Milliseconds since the cache's epoch when the entry was last checked.
     checked_at: AtomicU64,
+    /// ... and last served, to within `touch_ms` (so that a hot entry's cache line is
+    /// written at most once a second, not on every request).
+    used_at: AtomicU64,
 }
 
 #[derive(Clone)]
@@ -79,6 +87,8 @@ struct Inner {
     epoch: Instant,
     /// Strict mode: how long a path is trusted while its descriptor shows no change.
     path_recheck_ms: u64,
+    /// How stale an entry's `used_at` may be: a second, or less for a short `inactive`.
+    touch_ms: u64,
     loads: AtomicU64,
     hits: crate::tally::Tally,
     evictions: Arc<AtomicU64>,
@@ -128,6 +138,7 @@ impl FileCache {
             .build()
             .expect("valid quick_cache options");
         let path_recheck_ms = opts.valid.min(PATH_RECHECK_MAX).as_millis() as u64;
+        let touch_ms = (opts.inactive.as_millis() as u64 / 4).clamp(1, 1000);
         let evictions = Arc::new(AtomicU64::new(0));
         let map = quick_cache::sync::Cache::with_options(
             options,
@@ -135,19 +146,24 @@ impl FileCache {
             Default::default(),
             CountEvictions(evictions.clone()),
         );
-        FileCache {
+        let cache = FileCache {
             inner: Arc::new(Inner {
                 resolver,
                 opts,
                 map,
                 epoch: Instant::now(),
                 path_recheck_ms,
+                touch_ms,
                 loads: AtomicU64::new(0),
                 hits: Default::default(),
                 evictions,
                 id: crate::tally::next_id(),
             }),
+        };
+        if !cache.inner.opts.inactive.is_zero() {
+            sweeper::register(&cache.inner);
         }
+        cache
     }
 
     pub fn resolver(&self) -> &Resolver {
@@ -170,18 +186,22 @@ impl FileCache {
 
     fn check(&self, key: &str) -> Option<Resolved> {
         let cached = self.inner.map.get(key)?;
+        let now = self.now_ms();
         let fresh = if self.inner.opts.strict {
             match cached.check.quick() {
                 Some(false) => false,
                 // The descriptors are unchanged; their paths are checked again once a
                 // second (or per `valid`, if shorter).
-                Some(true) => self.trusted_or_rechecked(&cached, self.inner.path_recheck_ms),
+                Some(true) => self.trusted_or_rechecked(&cached, now, self.inner.path_recheck_ms),
                 None => cached.check.still_valid(),
             }
         } else {
-            self.trusted_or_rechecked(&cached, self.inner.opts.valid.as_millis() as u64)
+            self.trusted_or_rechecked(&cached, now, self.inner.opts.valid.as_millis() as u64)
         };
         if fresh {
+            if now.saturating_sub(cached.used_at.load(Ordering::Relaxed)) >= self.inner.touch_ms {
+                cached.used_at.store(now, Ordering::Relaxed);
+            }
             return Some(cached.resolved.clone());
         }
         self.inner.map.remove(key);
@@ -190,8 +210,7 @@ impl FileCache {
 
     /// Whether an entry checked within the last `window_ms` is trusted, or past that passes
     /// its full check again (which restarts the window).
-    fn trusted_or_rechecked(&self, cached: &Cached, window_ms: u64) -> bool {
-        let now = self.now_ms();
+    fn trusted_or_rechecked(&self, cached: &Cached, now: u64, window_ms: u64) -> bool {
         if now.saturating_sub(cached.checked_at.load(Ordering::Relaxed)) < window_ms {
             return true;
         }
@@ -250,10 +269,12 @@ impl FileCache {
         } else {
             check.by_path()
         };
+        let now = self.now_ms();
         let cached = Arc::new(Cached {
             resolved: resolved.clone(),
             check,
-            checked_at: AtomicU64::new(self.now_ms()),
+            checked_at: AtomicU64::new(now),
+            used_at: AtomicU64::new(now),
         });
         let _ = guard.insert(cached);
         resolved
@@ -299,5 +320,78 @@ impl FileCache {
     /// Entries pushed out to make room, since creation.
     pub fn evictions(&self) -> u64 {
         self.inner.evictions.load(Ordering::Relaxed)
+    }
+}
+
+impl Inner {
+    /// Drops the entries not served for `inactive`.
+    fn sweep(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let inactive = self.opts.inactive.as_millis() as u64;
+        self.map
+            .retain(|_, c| now.saturating_sub(c.used_at.load(Ordering::Relaxed)) < inactive);
+    }
+}
+
+/// One thread for the process that drops every cache's inactive entries, so that they go
+/// (and their descriptors close) with no request to notice, as nginx's timers do. It holds
+/// the caches weakly: a cache dropped (after a reload) is forgotten at the next round.
+mod sweeper {
+    use super::*;
+
+    /// How often the thread looks; a cache is swept every quarter of its `inactive`, within
+    /// these bounds.
+    const TICK: Duration = Duration::from_millis(250);
+    const MAX_PERIOD: Duration = Duration::from_secs(15);
+
+    struct Swept {
+        cache: Weak<Inner>,
+        period: Duration,
+        next: Instant,
+    }
+
+    static CACHES: Mutex<Vec<Swept>> = Mutex::new(Vec::new());
+    static STARTED: OnceLock<()> = OnceLock::new();
+
+    pub(super) fn register(inner: &Arc<Inner>) {
+        let period = (inner.opts.inactive / 4).clamp(TICK, MAX_PERIOD);
+        CACHES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Swept {
+                cache: Arc::downgrade(inner),
+                period,
+                next: Instant::now() + period,
+            });
+        STARTED.get_or_init(|| {
+            // Without the thread entries still go when evicted or found stale; nothing else
+            // depends on it.
+            let _ = std::thread::Builder::new()
+                .name("gatehouse-file-cache-sweeper".into())
+                .stack_size(64 * 1024)
+                .spawn(run);
+        });
+    }
+
+    fn run() {
+        loop {
+            std::thread::sleep(TICK);
+            let now = Instant::now();
+            let due: Vec<Arc<Inner>> = {
+                let mut caches = CACHES.lock().unwrap_or_else(|e| e.into_inner());
+                caches.retain(|s| s.cache.strong_count() > 0);
+                caches
+                    .iter_mut()
+                    .filter(|s| s.next <= now)
+                    .filter_map(|s| {
+                        s.next = now + s.period;
+                        s.cache.upgrade()
+                    })
+                    .collect()
+            };
+            for cache in due {
+                cache.sweep();
+            }
+        }
     }
 }
