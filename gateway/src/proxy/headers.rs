@@ -115,9 +115,12 @@ pub fn forward(
     // The address formatted on the stack: the common (untrusted) case then costs one
     // header value and no String.
     let mut buf = StackStr::default();
-    match peer {
+    match peer.map(canonical) {
+        // By hand: `Display` for an address costs about 900 instructions through the
+        // formatting machinery, 3% of a proxied request's user work.
+        Some(IpAddr::V4(v4)) => buf.push_v4(v4),
         Some(p) => {
-            let _ = std::fmt::Write::write_fmt(&mut buf, format_args!("{}", canonical(p)));
+            let _ = std::fmt::Write::write_fmt(&mut buf, format_args!("{p}"));
         }
         None => buf.push("unknown"),
     }
@@ -208,6 +211,31 @@ impl StackStr {
     fn as_str(&self) -> &str {
         std::str::from_utf8(&self.buf[..self.len]).unwrap_or("unknown")
     }
+
+    /// Dotted decimal, as `Display` writes it.
+    fn push_v4(&mut self, ip: std::net::Ipv4Addr) {
+        for (i, o) in ip.octets().into_iter().enumerate() {
+            if i > 0 {
+                self.push_ascii(b'.');
+            }
+            if o >= 100 {
+                self.push_ascii(b'0' + o / 100);
+            }
+            if o >= 10 {
+                self.push_ascii(b'0' + o / 10 % 10);
+            }
+            self.push_ascii(b'0' + o % 10);
+        }
+    }
+
+    /// One ASCII byte (so the buffer stays UTF-8); past the end it is dropped, as
+    /// `write_str` refuses.
+    fn push_ascii(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b & 0x7f;
+            self.len += 1;
+        }
+    }
 }
 
 impl std::fmt::Write for StackStr {
@@ -230,6 +258,17 @@ fn static_scheme(s: &str) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_ipv4_address_is_written_as_display_writes_it() {
+        let every_octet = (0..=255u8).map(|o| [o, 255 - o, o / 2, 0]);
+        for ip in every_octet.chain([[127, 0, 0, 1], [10, 100, 9, 99], [1, 20, 199, 200]]) {
+            let ip = std::net::Ipv4Addr::from(ip);
+            let mut buf = super::StackStr::default();
+            buf.push_v4(ip);
+            assert_eq!(buf.as_str(), ip.to_string());
+        }
+    }
+
     use super::*;
 
     fn hv(s: &str) -> HeaderValue {
