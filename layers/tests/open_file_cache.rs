@@ -16,6 +16,17 @@ fn dir_with(files: &[(&str, usize)]) -> tempfile::TempDir {
     d
 }
 
+/// Descriptors of this process open on `file`, deleted or not (other tests run beside the
+/// caller, on files of their own).
+fn open_on(file: &std::path::Path) -> usize {
+    let deleted = format!("{} (deleted)", file.display());
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|t| t == file || t.to_string_lossy() == deleted)
+        .count()
+}
+
 #[tokio::test]
 async fn the_byte_budget_is_respected_and_eviction_works() {
     let names: Vec<String> = (0..50).map(|i| format!("f{i}.bin")).collect();
@@ -166,14 +177,7 @@ async fn strict_checks_the_open_file_every_time_and_its_path_once_a_second() {
 async fn relaxed_mode_keeps_no_descriptor_open() {
     let d = dir_with(&[("small.txt", 10)]);
     let file = d.path().join("small.txt");
-    // Descriptors of this process open on that file (other tests run beside this one).
-    let open_fds = || {
-        std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|target| *target == file)
-            .count()
-    };
+    let open_fds = || open_on(&file);
     let relaxed = FileCache::new(
         Resolver::new(d.path()).unwrap(),
         CacheOptions {
@@ -201,14 +205,7 @@ async fn relaxed_mode_keeps_no_descriptor_open() {
 async fn inactive_entries_go_and_close_their_files() {
     let d = dir_with(&[("cold.txt", 10), ("hot.txt", 10)]);
     let cold = d.path().join("cold.txt");
-    let deleted = format!("{} (deleted)", cold.display());
-    let held = || {
-        std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-            .filter(|t| *t == cold || t.to_string_lossy() == deleted)
-            .count()
-    };
+    let held = || open_on(&cold);
     let cache = FileCache::new(
         Resolver::new(d.path()).unwrap(),
         CacheOptions {
