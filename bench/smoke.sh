@@ -35,10 +35,14 @@ for r in rows:
     check(r["rss_mib"] > 0, f"{name}: peak RSS")
     m = r["metrics_cpu_us_per_req"]
     if r["server"] == "gatehouse":
-        # gatehouse's own /metrics must tell the same CPU per request as /proc.
+        # gatehouse's own /metrics must tell the same CPU per request as /proc, within 10%
+        # and /proc's resolution: its figure is the difference of two readings in clock
+        # ticks (10 ms at 100 Hz), which over a 2 s run of a few thousand requests (as in
+        # idle-1000) is more than 10% by itself.
         cpu = r["cpu_us_per_req"] or 0
-        check(m is not None and abs(m - cpu) <= 0.10 * cpu,
-              f"{name}: CPU per request from /metrics {m} vs /proc {cpu}")
+        tick_us = 1e6 / os.sysconf("SC_CLK_TCK") / max(r["requests"], 1)
+        check(m is not None and abs(m - cpu) <= 0.10 * cpu + 2 * tick_us,
+              f"{name}: CPU per request from /metrics {m} vs /proc {cpu} (±{2 * tick_us:.2f} from ticks)")
     else:
         check(m is None, f"{name}: no /metrics figure for another server")
 md = open(os.path.join(out, "bench-results.md")).read()
