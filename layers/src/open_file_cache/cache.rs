@@ -170,10 +170,6 @@ impl FileCache {
         &self.inner.resolver
     }
 
-    fn now_ms(&self) -> u64 {
-        self.inner.epoch.elapsed().as_millis() as u64
-    }
-
     /// A hit, checked per the validity rule; `None` means the caller must [`load`](Self::load).
     /// Runs on the event loop: at most one `fstat`, or a `stat` of the path.
     pub fn lookup(&self, key: &str) -> Option<Resolved> {
@@ -186,7 +182,7 @@ impl FileCache {
 
     fn check(&self, key: &str) -> Option<Resolved> {
         let cached = self.inner.map.get(key)?;
-        let now = self.now_ms();
+        let now = self.inner.now_ms();
         let fresh = if self.inner.opts.strict {
             match cached.check.quick() {
                 Some(false) => false,
@@ -269,7 +265,7 @@ impl FileCache {
         } else {
             check.by_path()
         };
-        let now = self.now_ms();
+        let now = self.inner.now_ms();
         let cached = Arc::new(Cached {
             resolved: resolved.clone(),
             check,
@@ -324,9 +320,14 @@ impl FileCache {
 }
 
 impl Inner {
+    /// Milliseconds since the cache's epoch, the clock of `checked_at` and `used_at`.
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
     /// Drops the entries not served for `inactive`.
     fn sweep(&self) {
-        let now = self.epoch.elapsed().as_millis() as u64;
+        let now = self.now_ms();
         let inactive = self.opts.inactive.as_millis() as u64;
         self.map
             .retain(|_, c| now.saturating_sub(c.used_at.load(Ordering::Relaxed)) < inactive);
