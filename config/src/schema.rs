@@ -18,6 +18,9 @@ pub struct Config {
     pub runtime: RuntimeMode,
     /// Worker threads (shared) or runtimes (per-core); 0 means one per core.
     pub workers: usize,
+    /// Per-core: a new connection goes to the runtime numbered after the CPU that handled
+    /// its SYN, not to one picked by a hash of its addresses.
+    pub steer_by_cpu: bool,
     pub timeouts: Timeouts,
     pub limits: Limits,
     /// Log filter for gatehouse's own diagnostics, in `tracing` syntax (`info`, `debug`).
@@ -57,6 +60,7 @@ impl Default for Config {
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
             runtime: RuntimeMode::default(),
             workers: 0,
+            steer_by_cpu: true,
             timeouts: Timeouts::default(),
             limits: Limits::default(),
             log_level: "info".into(),

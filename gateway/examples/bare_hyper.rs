@@ -25,7 +25,9 @@ fn main() {
         .expect("a body size in bytes");
     let body = Bytes::from(vec![b'x'; size]);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let listeners = gatehouse::server::listener::bind_group(addr, cores).expect("bind");
+    let listeners = gatehouse::server::listener::bind_group(addr, cores, false)
+        .expect("bind")
+        .0;
     let threads: Vec<_> = listeners
         .into_iter()
         .map(|l| {

@@ -195,6 +195,7 @@ fn reloader(
             ("admin_listen", config.admin_listen != started.admin_listen),
             ("runtime", config.runtime != started.runtime),
             ("workers", config.workers != started.workers),
+            ("steer_by_cpu", config.steer_by_cpu != started.steer_by_cpu),
             ("timeouts", config.timeouts != started.timeouts),
             ("limits", config.limits != started.limits),
             ("h2c", config.h2c != started.h2c),

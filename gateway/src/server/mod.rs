@@ -337,24 +337,25 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
     };
 
     // Bind everything first: a failure must be reported before anything runs.
-    let mut by_addr: Vec<(bool, Vec<TcpListener>)> = Vec::new();
+    let mut by_addr: Vec<(bool, Vec<TcpListener>, Option<Arc<listener::Steering>>)> = Vec::new();
     let mut addrs = Vec::new();
     let mut https_addrs = Vec::new();
     let tls_listen = config.tls.as_ref().map_or(&[][..], |t| &t.listen[..]);
     for (is_tls, list) in [(false, &config.listen[..]), (true, tls_listen)] {
         for &addr in list {
-            let group = listener::bind_group(addr, groups).map_err(|error| BindError {
-                addr,
-                what: if is_tls { "https" } else { "http" },
-                error,
-            })?;
+            let (group, steering) = listener::bind_group(addr, groups, config.steer_by_cpu)
+                .map_err(|error| BindError {
+                    addr,
+                    what: if is_tls { "https" } else { "http" },
+                    error,
+                })?;
             let actual = group[0].local_addr().unwrap_or(addr);
             if is_tls {
                 https_addrs.push(actual);
             } else {
                 addrs.push(actual);
             }
-            by_addr.push((is_tls, group));
+            by_addr.push((is_tls, group, steering));
         }
     }
     let admin_listener = listener::bind(config.admin_listen, false).map_err(|error| BindError {
@@ -412,12 +413,13 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
 
     let mut threads = Vec::new();
     // Per core: listener i of each address goes to runtime i.
-    let mut per_runtime: Vec<Vec<(Arc<ListenerKind>, TcpListener)>> =
+    type Steered = Option<(usize, Arc<listener::Steering>)>;
+    let mut per_runtime: Vec<Vec<(Arc<ListenerKind>, TcpListener, Steered)>> =
         (0..groups).map(|_| Vec::new()).collect();
-    for (is_tls, group) in by_addr {
+    for (is_tls, group, steering) in by_addr {
         let kind = if is_tls { &tls_kind } else { &plain_kind };
         for (i, l) in group.into_iter().enumerate() {
-            per_runtime[i].push((kind.clone(), l));
+            per_runtime[i].push((kind.clone(), l, steering.clone().map(|s| (i, s))));
         }
     }
     for (i, listeners) in per_runtime.into_iter().enumerate() {
@@ -460,7 +462,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
                         t.spawn_watch();
                     }
                     let mut loops = Vec::new();
-                    for (kind, l) in listeners {
+                    for (kind, l, steered) in listeners {
                         let l = match tokio::net::TcpListener::from_std(l) {
                             Ok(l) => l,
                             Err(e) => {
@@ -475,6 +477,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
                             settings.clone(),
                             shared.clone(),
                             rx.clone(),
+                            steered,
                         )));
                     }
                     for l in loops {
@@ -561,14 +564,19 @@ async fn accept_loop(
     settings: Arc<ConnSettings>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
+    steered: Option<(usize, Arc<listener::Steering>)>,
 ) {
     if *shutdown.borrow() {
         return;
     }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    if let Some((index, steering)) = &steered {
+                        steering.accepted(*index, fd);
+                    }
                     let open = shared.connections.fetch_add(1, Ordering::SeqCst);
                     if settings.max_connections > 0 && open >= settings.max_connections {
                         // Over the limit: closed at once, which costs less than keeping it
