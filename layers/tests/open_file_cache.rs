@@ -206,6 +206,16 @@ async fn inactive_entries_go_and_close_their_files() {
     let d = dir_with(&[("cold.txt", 10), ("hot.txt", 10)]);
     let cold = d.path().join("cold.txt");
     let held = || open_on(&cold);
+    // A cache swept every 15 s first, so that the sweeper is asleep until then: the next
+    // one's registration must wake it.
+    let _slow = FileCache::new(
+        Resolver::new(d.path()).unwrap(),
+        CacheOptions {
+            inactive: Duration::from_secs(60),
+            ..CacheOptions::default()
+        },
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let cache = FileCache::new(
         Resolver::new(d.path()).unwrap(),
         CacheOptions {

@@ -1,7 +1,7 @@
 use super::entry::{Check, Resolved};
 use super::resolve::Resolver;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Bounds and validity of a [`FileCache`].
@@ -340,9 +340,8 @@ impl Inner {
 mod sweeper {
     use super::*;
 
-    /// How often the thread looks; a cache is swept every quarter of its `inactive`, within
-    /// these bounds.
-    const TICK: Duration = Duration::from_millis(250);
+    /// A cache is swept every quarter of its `inactive`, within these bounds.
+    const MIN_PERIOD: Duration = Duration::from_millis(250);
     const MAX_PERIOD: Duration = Duration::from_secs(15);
 
     struct Swept {
@@ -352,10 +351,12 @@ mod sweeper {
     }
 
     static CACHES: Mutex<Vec<Swept>> = Mutex::new(Vec::new());
+    /// Wakes the thread when a cache registers, since it may be due before the others.
+    static REGISTERED: Condvar = Condvar::new();
     static STARTED: OnceLock<()> = OnceLock::new();
 
     pub(super) fn register(inner: &Arc<Inner>) {
-        let period = (inner.opts.inactive / 4).clamp(TICK, MAX_PERIOD);
+        let period = (inner.opts.inactive / 4).clamp(MIN_PERIOD, MAX_PERIOD);
         CACHES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -364,6 +365,7 @@ mod sweeper {
                 period,
                 next: Instant::now() + period,
             });
+        REGISTERED.notify_one();
         STARTED.get_or_init(|| {
             // Without the thread entries still go when evicted or found stale; nothing else
             // depends on it.
@@ -374,25 +376,38 @@ mod sweeper {
         });
     }
 
+    /// Sleeps until the first cache is due (an idle server wakes every 15 s by default,
+    /// not every tick), sweeps the due ones, and forgets the dropped ones.
     fn run() {
+        let mut caches = CACHES.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            std::thread::sleep(TICK);
+            caches.retain(|s| s.cache.strong_count() > 0);
             let now = Instant::now();
-            let due: Vec<Arc<Inner>> = {
-                let mut caches = CACHES.lock().unwrap_or_else(|e| e.into_inner());
-                caches.retain(|s| s.cache.strong_count() > 0);
-                caches
-                    .iter_mut()
-                    .filter(|s| s.next <= now)
-                    .filter_map(|s| {
-                        s.next = now + s.period;
-                        s.cache.upgrade()
-                    })
-                    .collect()
-            };
+            match caches.iter().map(|s| s.next).min() {
+                Some(first) if first <= now => {}
+                first => {
+                    let wait = first.map_or(MAX_PERIOD, |t| t - now);
+                    caches = REGISTERED
+                        .wait_timeout(caches, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    continue;
+                }
+            }
+            let due: Vec<Arc<Inner>> = caches
+                .iter_mut()
+                .filter(|s| s.next <= now)
+                .filter_map(|s| {
+                    s.next = now + s.period;
+                    s.cache.upgrade()
+                })
+                .collect();
+            // Swept without the list locked: registering must not wait for a sweep.
+            drop(caches);
             for cache in due {
                 cache.sweep();
             }
+            caches = CACHES.lock().unwrap_or_else(|e| e.into_inner());
         }
     }
 }
