@@ -137,7 +137,7 @@ pub struct Steering {
 
 /// The window closes when one listener has accepted this many; a listener that got less
 /// than an eighth of that is starved.
-const WINDOW: u32 = 256;
+const WINDOW: u32 = 32;
 
 impl Steering {
     fn new(addr: SocketAddr, count: usize) -> Self {
