@@ -48,7 +48,7 @@ pub fn bind_group(
             // More listeners than CPUs: some would never be picked.
             Ok(cpus) if cpus.len() >= count && cpus.len() <= MAX_CPUS => {
                 match attach(&out[0], &by_cpu_program(&cpus, count)) {
-                    Ok(()) => steering = Some(Arc::new(Steering::new(addr, count))),
+                    Ok(()) => steering = Some(Arc::new(Steering::new(actual, count))),
                     Err(e) => {
                         tracing::warn!(%addr, error = %e, "cannot steer connections by CPU; the kernel's hash spreads them")
                     }
@@ -80,10 +80,10 @@ fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
 /// A classic BPF program for a `SO_REUSEPORT` group that picks, for each new connection,
 /// the listener numbered after the CPU that handled its SYN (the n-th CPU this process may
 /// run on goes to listener n mod `count`), instead of a hash of the addresses. The
-/// connection is then served by the runtime whose thread the scheduler keeps near the
-/// kernel's receive path for it, and no runtime gets an unlucky share of the hash: see the
-/// README (Benchmarks, "Steering connections by CPU") for what it changed. Any other CPU
-/// goes by hash.
+/// connections are spread over the runtimes by where they come from, evenly and stably,
+/// rather than by the luck of the hash. The runtimes' threads are not pinned, so any
+/// locality is the scheduler's doing: the README (Benchmarks, "Steering connections by
+/// CPU") has what it measured. Any other CPU goes by hash.
 fn by_cpu_program(cpus: &[u32], count: usize) -> Vec<libc::sock_filter> {
     let mut prog = Vec::with_capacity(cpus.len() * 2 + 2);
     prog.push(op(BPF_LD_W_ABS, 0, 0, SKF_AD_CPU));
@@ -133,18 +133,28 @@ pub struct Steering {
     addr: SocketAddr,
     /// Connections accepted by each listener in the current window.
     window: Box<[Padded]>,
+    /// Held by the one listener closing a window, so that no other reads it half-emptied.
+    closing: AtomicBool,
+    /// Windows in a row in which a listener was starved.
+    starved: AtomicU32,
+    /// Set once the group is back on the hash (or failed to go back: then the kernel may
+    /// still steer, and the warning says so).
     off: AtomicBool,
 }
 
 /// The window closes when one listener has accepted this many; a listener that got less
-/// than an eighth of that is starved.
+/// than an eighth of that is starved, and this many starved windows in a row (not one
+/// burst, such as a health checker's) end steering.
 const WINDOW: u32 = 32;
+const STARVED_WINDOWS: u32 = 3;
 
 impl Steering {
     fn new(addr: SocketAddr, count: usize) -> Self {
         Steering {
             addr,
             window: (0..count).map(|_| Padded(AtomicU32::new(0))).collect(),
+            closing: AtomicBool::new(false),
+            starved: AtomicU32::new(0),
             off: AtomicBool::new(false),
         }
     }
@@ -157,7 +167,9 @@ impl Steering {
         let Some(mine) = self.window.get(index) else {
             return;
         };
-        if mine.0.fetch_add(1, Ordering::Relaxed) + 1 < WINDOW {
+        if mine.0.fetch_add(1, Ordering::Relaxed) + 1 < WINDOW
+            || self.closing.swap(true, Ordering::Acquire)
+        {
             return;
         }
         let counts: Vec<u32> = self
@@ -165,12 +177,19 @@ impl Steering {
             .iter()
             .map(|c| c.0.swap(0, Ordering::Relaxed))
             .collect();
-        // Below WINDOW: another listener closed this window at the same time, and these
-        // are the first counts of the next one.
-        if counts[index] < WINDOW || counts.iter().all(|&c| c >= WINDOW / 8) {
+        self.closing.store(false, Ordering::Release);
+        // Below WINDOW: another listener closed this window just before, and these are the
+        // first counts of the next one.
+        if counts[index] < WINDOW {
             return;
         }
-        if self.off.swap(true, Ordering::Relaxed) {
+        if counts.iter().all(|&c| c >= WINDOW / 8) {
+            self.starved.store(0, Ordering::Relaxed);
+            return;
+        }
+        if self.starved.fetch_add(1, Ordering::Relaxed) + 1 < STARVED_WINDOWS
+            || self.off.swap(true, Ordering::Relaxed)
+        {
             return;
         }
         match attach_fd(fd, &[op(BPF_RET_K, 0, 0, BY_HASH)]) {
@@ -189,7 +208,7 @@ impl Steering {
     }
 }
 
-/// The CPUs this process may run on, in ascending order.
+/// The CPUs the calling thread may run on (at start, the process's), in ascending order.
 fn allowed_cpus() -> io::Result<Vec<u32>> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.
     let set = unsafe {
@@ -245,14 +264,6 @@ mod tests {
         Ok(())
     }
 
-    /// Connections accepted by each listener, without waiting.
-    fn accepted(group: &[TcpListener]) -> Vec<usize> {
-        group
-            .iter()
-            .map(|l| std::iter::from_fn(|| l.accept().ok()).count())
-            .collect()
-    }
-
     fn connect_from(cpu: u32, addr: SocketAddr, n: usize) -> Vec<TcpStream> {
         let cpu_thread = std::thread::spawn(move || {
             pin_to(cpu).expect("pin the connecting thread");
@@ -260,10 +271,21 @@ mod tests {
                 .map(|_| TcpStream::connect(addr).expect("connect"))
                 .collect::<Vec<_>>()
         });
-        let streams = cpu_thread.join().expect("connecting thread");
-        // The handshakes completed on connect; give the accept queues a moment anyway.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        streams
+        cpu_thread.join().expect("connecting thread")
+    }
+
+    /// Accepts from each listener until `total` connections have come, or 5 s have passed:
+    /// the last handshakes may still be on their way to the accept queues.
+    fn accepted_of(group: &[TcpListener], total: usize) -> Vec<usize> {
+        let mut got = vec![0; group.len()];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while got.iter().sum::<usize>() < total && std::time::Instant::now() < deadline {
+            for (n, l) in group.iter().enumerate() {
+                got[n] += std::iter::from_fn(|| l.accept().ok()).count();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        got
     }
 
     #[test]
@@ -276,7 +298,11 @@ mod tests {
             let _held = connect_from(cpu, addr, 20);
             let mut want = vec![0, 0];
             want[n] = 20;
-            assert_eq!(accepted(&group), want, "connections made on CPU {cpu}");
+            assert_eq!(
+                accepted_of(&group, 20),
+                want,
+                "connections made on CPU {cpu}"
+            );
         }
     }
 
@@ -287,7 +313,7 @@ mod tests {
         assert!(steering.is_none());
         let addr = group[0].local_addr().unwrap();
         let _held = connect_from(cpus[0], addr, 64);
-        let got = accepted(&group);
+        let got = accepted_of(&group, 64);
         assert_eq!(got.iter().sum::<usize>(), 64);
         // All 64 on one listener by chance: 2 in 2^64.
         assert!(got.iter().all(|&n| n > 0), "{got:?}");
@@ -301,10 +327,29 @@ mod tests {
             s.accepted([1, 2, 0, 0, 0, 0, 0, 0][i % 8], -1);
         }
         assert!(s.is_on());
-        for _ in 0..WINDOW {
-            s.accepted(2, -1);
+        let one_sided = |s: &Steering| {
+            for _ in 0..WINDOW {
+                s.accepted(2, -1);
+            }
+        };
+        // One burst from one CPU is not enough, and a fair window after it starts again...
+        one_sided(&s);
+        assert!(s.is_on(), "one starved window");
+        for i in 0..3 * WINDOW as usize {
+            s.accepted([1, 2, 0][i % 3], -1);
         }
-        assert!(!s.is_on(), "the others got nothing in that window");
+        for _ in 1..STARVED_WINDOWS {
+            one_sided(&s);
+        }
+        assert!(s.is_on(), "starved windows, but not in a row");
+        for i in 0..3 * WINDOW as usize {
+            s.accepted([1, 2, 0][i % 3], -1);
+        }
+        // ... but windows in a row are.
+        for _ in 0..STARVED_WINDOWS {
+            one_sided(&s);
+        }
+        assert!(!s.is_on(), "{STARVED_WINDOWS} starved windows in a row");
     }
 
     #[test]
@@ -314,16 +359,24 @@ mod tests {
         let (group, steering) = bind_group("127.0.0.1:0".parse().unwrap(), 2, true).expect("bind");
         let steering = steering.expect("steered");
         let addr = group[0].local_addr().unwrap();
-        let _first = connect_from(cpus[0], addr, WINDOW as usize + 10);
+        let n = (STARVED_WINDOWS * WINDOW) as usize + 10;
+        let _first = connect_from(cpus[0], addr, n);
         let mut on_first = 0;
-        while let Ok(_conn) = group[0].accept() {
-            on_first += 1;
-            steering.accepted(0, group[0].as_raw_fd());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while on_first < n && std::time::Instant::now() < deadline {
+            match group[0].accept() {
+                Ok(_conn) => {
+                    on_first += 1;
+                    steering.accepted(0, group[0].as_raw_fd());
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
         }
-        assert_eq!(on_first, WINDOW as usize + 10);
+        assert_eq!(on_first, n);
+        assert!(group[1].accept().is_err(), "all came to the first");
         assert!(!steering.is_on());
         let _then = connect_from(cpus[0], addr, 64);
-        let got = accepted(&group);
+        let got = accepted_of(&group, 64);
         assert!(got.iter().all(|&n| n > 0), "{got:?}");
     }
 }
