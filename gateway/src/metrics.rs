@@ -79,6 +79,10 @@ fn describe() {
         "Entries pushed out to make room."
     );
     describe_counter!(
+        "gatehouse_open_file_cache_expired_total",
+        "Entries dropped after going unrequested for `inactive`."
+    );
+    describe_counter!(
         "gatehouse_compression_cache_hits_total",
         "Responses sent from a stored compressed variant."
     );
@@ -168,6 +172,7 @@ impl Exporter {
                     ("gatehouse_open_file_cache_hits_total", f.hits()),
                     ("gatehouse_open_file_cache_misses_total", f.loads()),
                     ("gatehouse_open_file_cache_evictions_total", f.evictions()),
+                    ("gatehouse_open_file_cache_expired_total", f.expired()),
                 ] {
                     carry(id, name, v, counter!(name, "route" => route.clone()));
                 }

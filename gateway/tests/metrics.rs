@@ -66,6 +66,34 @@ fn upstream() -> std::net::SocketAddr {
 }
 
 #[test]
+fn open_file_cache_entries_dropped_for_inactivity_are_counted() {
+    let g = spawn_gatehouse(
+        "[[routes]]\nname = \"site\"\n[routes.static.open_file_cache]\ninactive = \"300ms\"\n",
+    );
+    assert_eq!(
+        send(g.addr, "GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n").status,
+        200
+    );
+    let series = "gatehouse_open_file_cache_expired_total{route=\"site\"}";
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let m = loop {
+        let (_, m) = scrape(g.admin);
+        if m.get(series).is_some_and(|&v| v > 0.0) || Instant::now() > deadline {
+            break m;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(get(&m, series), 1.0);
+    assert_eq!(
+        get(
+            &m,
+            "gatehouse_open_file_cache_evictions_total{route=\"site\"}"
+        ),
+        0.0
+    );
+}
+
+#[test]
 fn requests_are_counted_by_route_method_and_status() {
     let up = upstream();
     let g = spawn_gatehouse(&format!(

@@ -236,6 +236,8 @@ async fn inactive_entries_go_and_close_their_files() {
     }
     assert_eq!(held(), 0, "closed once inactive");
     assert_eq!(cache.len(), 1, "only the hot entry is left");
+    assert_eq!(cache.expired(), 1);
+    assert_eq!(cache.evictions(), 0, "expiry is not eviction");
     assert_eq!(cache.loads(), loads);
 
     // Zero keeps entries.

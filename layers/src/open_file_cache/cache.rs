@@ -92,6 +92,7 @@ struct Inner {
     loads: AtomicU64,
     hits: crate::tally::Tally,
     evictions: Arc<AtomicU64>,
+    expired: AtomicU64,
     id: u64,
 }
 
@@ -157,6 +158,7 @@ impl FileCache {
                 loads: AtomicU64::new(0),
                 hits: Default::default(),
                 evictions,
+                expired: AtomicU64::new(0),
                 id: crate::tally::next_id(),
             }),
         };
@@ -317,6 +319,11 @@ impl FileCache {
     pub fn evictions(&self) -> u64 {
         self.inner.evictions.load(Ordering::Relaxed)
     }
+
+    /// Entries dropped for going unrequested for `inactive`, since creation.
+    pub fn expired(&self) -> u64 {
+        self.inner.expired.load(Ordering::Relaxed)
+    }
 }
 
 impl Inner {
@@ -329,8 +336,13 @@ impl Inner {
     fn sweep(&self) {
         let now = self.now_ms();
         let inactive = self.opts.inactive.as_millis() as u64;
-        self.map
-            .retain(|_, c| now.saturating_sub(c.used_at.load(Ordering::Relaxed)) < inactive);
+        self.map.retain(|_, c| {
+            let keep = now.saturating_sub(c.used_at.load(Ordering::Relaxed)) < inactive;
+            if !keep {
+                self.expired.fetch_add(1, Ordering::Relaxed);
+            }
+            keep
+        });
     }
 }
 
