@@ -292,6 +292,10 @@ mod tests {
     fn steering_by_cpu_sends_a_cpus_connections_to_its_listener() {
         let cpus = allowed_cpus().expect("affinity");
         let (group, steering) = bind_group("127.0.0.1:0".parse().unwrap(), 2, true).expect("bind");
+        if cpus.len() < 2 {
+            assert!(steering.is_none(), "one CPU can't steer to two listeners");
+            return;
+        }
         assert!(steering.is_some());
         let addr = group[0].local_addr().unwrap();
         for (n, &cpu) in cpus.iter().take(2).enumerate() {
@@ -357,7 +361,10 @@ mod tests {
         use std::os::fd::AsRawFd;
         let cpus = allowed_cpus().expect("affinity");
         let (group, steering) = bind_group("127.0.0.1:0".parse().unwrap(), 2, true).expect("bind");
-        let steering = steering.expect("steered");
+        let Some(steering) = steering else {
+            assert!(cpus.len() < 2, "{} CPUs, and no steering", cpus.len());
+            return;
+        };
         let addr = group[0].local_addr().unwrap();
         let n = (STARVED_WINDOWS * WINDOW) as usize + 10;
         let _first = connect_from(cpus[0], addr, n);
