@@ -1,6 +1,7 @@
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -47,7 +48,7 @@ pub fn bind_group(
         match allowed_cpus() {
             // More listeners than CPUs: some would never be picked.
             Ok(cpus) if cpus.len() >= count && cpus.len() <= MAX_CPUS => {
-                match attach(&out[0], &by_cpu_program(&cpus, count)) {
+                match attach(out[0].as_raw_fd(), &by_cpu_program(&cpus, count)) {
                     Ok(()) => steering = Some(Arc::new(Steering::new(actual, count))),
                     Err(e) => {
                         tracing::warn!(%addr, error = %e, "cannot steer connections by CPU; the kernel's hash spreads them")
@@ -96,12 +97,7 @@ fn by_cpu_program(cpus: &[u32], count: usize) -> Vec<libc::sock_filter> {
     prog
 }
 
-fn attach(listener: &TcpListener, prog: &[libc::sock_filter]) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    attach_fd(listener.as_raw_fd(), prog)
-}
-
-fn attach_fd(fd: std::os::fd::RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
+fn attach(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_ptr().cast_mut(),
@@ -160,7 +156,7 @@ impl Steering {
     }
 
     /// Counts a connection accepted by listener `index`, whose descriptor is `fd`.
-    pub fn accepted(&self, index: usize, fd: std::os::fd::RawFd) {
+    pub fn accepted(&self, index: usize, fd: RawFd) {
         if self.off.load(Ordering::Relaxed) {
             return;
         }
@@ -192,7 +188,7 @@ impl Steering {
         {
             return;
         }
-        match attach_fd(fd, &[op(BPF_RET_K, 0, 0, BY_HASH)]) {
+        match attach(fd, &[op(BPF_RET_K, 0, 0, BY_HASH)]) {
             Ok(()) => tracing::warn!(
                 addr = %self.addr, accepted = ?counts,
                 "new connections come from too few CPUs to steer by CPU; spreading them by hash from now on"
@@ -358,7 +354,6 @@ mod tests {
 
     #[test]
     fn steering_falls_back_to_the_hash_when_one_cpu_brings_every_connection() {
-        use std::os::fd::AsRawFd;
         let cpus = allowed_cpus().expect("affinity");
         let (group, steering) = bind_group("127.0.0.1:0".parse().unwrap(), 2, true).expect("bind");
         let Some(steering) = steering else {
