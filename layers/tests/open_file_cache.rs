@@ -157,6 +157,20 @@ async fn strict_checks_the_open_file_every_time_and_its_path_once_a_second() {
     // old file is unlinked), a deletion.
     std::fs::write(d.path().join("b.txt"), b"bbbb").unwrap();
     assert_eq!(len(cache.get("/b.txt").await), 4);
+    // The same length, so only the mtime tells.
+    let etag = |r: Resolved| match r {
+        Resolved::File(f) => f.etag.clone(),
+        other => panic!("{other:?}"),
+    };
+    let before = etag(cache.get("/b.txt").await);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.path().join("b.txt"))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
+        .unwrap();
+    drop(f);
+    assert_ne!(etag(cache.get("/b.txt").await), before, "a new mtime");
     std::fs::write(d.path().join("tmp"), b"bbbbbb").unwrap();
     std::fs::rename(d.path().join("tmp"), d.path().join("b.txt")).unwrap();
     assert_eq!(len(cache.get("/b.txt").await), 6);
