@@ -32,8 +32,12 @@ const INIT_BUF: usize = 8192;
 /// The most a body read asks for at once.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// An upstream connection between exchanges.
-pub(crate) struct Conn {
+/// An upstream connection between exchanges. Boxed once when connected, so that the
+/// response body holding it stays small: every response is moved several times on its way
+/// to the client, and this is the largest body it can carry.
+pub(crate) type Conn = Box<ConnState>;
+
+pub(crate) struct ConnState {
     io: TcpStream,
     /// Read buffer: empty between exchanges.
     buf: BytesMut,
@@ -41,7 +45,7 @@ pub(crate) struct Conn {
     wbuf: Vec<u8>,
 }
 
-impl Conn {
+impl ConnState {
     /// Nothing to read and not closed.
     pub(crate) fn is_quiet(&self) -> bool {
         matches!(self.io.try_read(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
@@ -83,11 +87,11 @@ pub(crate) async fn send(
 
 async fn connect(authority: &Authority, settings: &Settings) -> Result<Conn, SendError> {
     let io = super::pool::connect_tcp(authority, settings).await?;
-    Ok(Conn {
+    Ok(Box::new(ConnState {
         io,
         buf: BytesMut::with_capacity(INIT_BUF),
         wbuf: Vec::with_capacity(1024),
-    })
+    }))
 }
 
 /// RFC 9112 §3: request-line, then each field line, then an empty line.
