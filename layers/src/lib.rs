@@ -25,6 +25,7 @@ pub mod acme;
 #[cfg(feature = "auth")]
 pub mod auth;
 pub mod cidr;
+pub mod clock;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 #[cfg(feature = "open-file-cache")]

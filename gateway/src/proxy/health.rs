@@ -5,13 +5,13 @@ use super::balance::Upstream;
 use super::Client;
 use gatehouse_config::HealthCheckConfig;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Milliseconds on a monotonic clock, as the upstreams' ejection deadlines are kept.
+/// Milliseconds on a monotonic clock, as the upstreams' ejection deadlines are kept; read
+/// per proxied request, so the coarse one.
 pub fn now_ms() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+    gatehouse_layers::clock::coarse_ms()
 }
 
 /// Passive health settings.

@@ -7,13 +7,14 @@
 //! its response body ends. `https://` and HTTP/2 upstreams keep hyper-util's client.
 
 use super::ReqBody;
+use gatehouse_layers::clock::coarse_ms;
 use http::uri::Authority;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One upstream's idle connections, for one worker.
 pub(crate) struct Pool {
@@ -40,12 +41,16 @@ impl IdleSet {
 
 struct Idle {
     tx: http1::SendRequest<ReqBody>,
-    since: Instant,
+    /// [`coarse_ms`] when it went idle: read once going in and once coming out of the
+    /// pool, on every proxied request.
+    since: u64,
 }
 
 struct IdleH1 {
     conn: super::h1::Conn,
-    since: Instant,
+    /// [`coarse_ms`] when it went idle: read once going in and once coming out of the
+    /// pool, on every proxied request.
+    since: u64,
 }
 
 /// How connections are opened and kept.
@@ -117,10 +122,17 @@ impl Lent {
         pool.keep(|idle| {
             idle.hyper.push(Idle {
                 tx,
-                since: Instant::now(),
+                since: coarse_ms(),
             })
         });
     }
+}
+
+/// Whether a connection idle since a given [`coarse_ms`] is still within `timeout`.
+fn fresh_within(timeout: Duration) -> impl Fn(u64) -> bool {
+    let now = coarse_ms();
+    let timeout = timeout.as_millis() as u64;
+    move |since| now.saturating_sub(since) < timeout
 }
 
 /// Closes the pool's connections idle for `timeout` (dropping the last sender closes
@@ -130,9 +142,9 @@ async fn reap(pool: Arc<Pool>) {
     loop {
         tokio::time::sleep(timeout / 4).await;
         let mut idle = pool.lock();
-        idle.hyper
-            .retain(|c| !c.tx.is_closed() && c.since.elapsed() < timeout);
-        idle.h1.retain(|c| c.since.elapsed() < timeout);
+        let fresh = fresh_within(timeout);
+        idle.hyper.retain(|c| !c.tx.is_closed() && fresh(c.since));
+        idle.h1.retain(|c| fresh(c.since));
         if idle.len() == 0 {
             pool.reaping.store(false, Ordering::Relaxed);
             return;
@@ -175,7 +187,7 @@ impl Pool {
         self.clone().keep(|idle| {
             idle.h1.push(IdleH1 {
                 conn,
-                since: Instant::now(),
+                since: coarse_ms(),
             })
         });
     }
@@ -186,9 +198,10 @@ impl Pool {
     /// connection for that; here it is checked at checkout, and tokio answers from the
     /// readiness it already knows, without a syscall, unless the socket had an event.
     pub(crate) fn checkout_h1(&self) -> Option<super::h1::Conn> {
+        let fresh = fresh_within(self.settings.idle_timeout);
         let mut idle = self.lock();
         while let Some(c) = idle.h1.pop() {
-            if c.since.elapsed() < self.settings.idle_timeout && c.conn.is_quiet() {
+            if fresh(c.since) && c.conn.is_quiet() {
                 return Some(c.conn);
             }
         }
@@ -197,9 +210,10 @@ impl Pool {
 
     /// The most recently used connection still open, if any; stale ones are dropped.
     fn checkout(&self) -> Option<http1::SendRequest<ReqBody>> {
+        let fresh = fresh_within(self.settings.idle_timeout);
         let mut idle = self.lock();
         while let Some(c) = idle.hyper.pop() {
-            if !c.tx.is_closed() && c.since.elapsed() < self.settings.idle_timeout {
+            if !c.tx.is_closed() && fresh(c.since) {
                 return Some(c.tx);
             }
         }

@@ -84,7 +84,7 @@ struct Inner {
         quick_cache::DefaultHashBuilder,
         CountEvictions,
     >,
-    /// [`coarse_ms`] when the cache was made.
+    /// [`coarse_ms`](crate::clock::coarse_ms) when the cache was made.
     epoch_ms: u64,
     /// Strict mode: how long a path is trusted while its descriptor shows no change.
     path_recheck_ms: u64,
@@ -153,7 +153,7 @@ impl FileCache {
                 resolver,
                 opts,
                 map,
-                epoch_ms: coarse_ms(),
+                epoch_ms: crate::clock::coarse_ms(),
                 path_recheck_ms,
                 touch_ms,
                 loads: AtomicU64::new(0),
@@ -327,32 +327,10 @@ impl FileCache {
     }
 }
 
-/// Milliseconds of `CLOCK_MONOTONIC_COARSE`: the windows it times (`valid`, the path's
-/// recheck, `inactive`) are in milliseconds to seconds, and every hit reads it, so the
-/// clock tick's resolution (1 to 10 ms) is enough and its cost (3 ns here, against 21 ns
-/// for `Instant::now`) is what matters.
-#[cfg(target_os = "linux")]
-fn coarse_ms() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write to. The clock exists since Linux 2.6.32,
-    // so the call can't fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    (ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
-}
-
-#[cfg(not(target_os = "linux"))]
-fn coarse_ms() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
-}
-
 impl Inner {
     /// Milliseconds since the cache's epoch, the clock of `checked_at` and `used_at`.
     fn now_ms(&self) -> u64 {
-        coarse_ms().saturating_sub(self.epoch_ms)
+        crate::clock::coarse_ms().saturating_sub(self.epoch_ms)
     }
 
     /// Drops the entries not served for `inactive`.
