@@ -84,8 +84,6 @@ struct Inner {
         quick_cache::DefaultHashBuilder,
         CountEvictions,
     >,
-    /// [`coarse_ms`](crate::clock::coarse_ms) when the cache was made.
-    epoch_ms: u64,
     /// Strict mode: how long a path is trusted while its descriptor shows no change.
     path_recheck_ms: u64,
     /// How stale an entry's `used_at` may be: a second, or less for a short `inactive`.
@@ -153,7 +151,6 @@ impl FileCache {
                 resolver,
                 opts,
                 map,
-                epoch_ms: crate::clock::coarse_ms(),
                 path_recheck_ms,
                 touch_ms,
                 loads: AtomicU64::new(0),
@@ -328,9 +325,9 @@ impl FileCache {
 }
 
 impl Inner {
-    /// Milliseconds since the cache's epoch, the clock of `checked_at` and `used_at`.
+    /// The clock of `checked_at` and `used_at`, which are only ever compared with it.
     fn now_ms(&self) -> u64 {
-        crate::clock::coarse_ms().saturating_sub(self.epoch_ms)
+        crate::clock::coarse_ms()
     }
 
     /// Drops the entries not served for `inactive`.
