@@ -273,11 +273,23 @@ mod tests {
     /// Accepts from each listener until `total` connections have come, or 5 s have passed:
     /// the last handshakes may still be on their way to the accept queues.
     fn accepted_of(group: &[TcpListener], total: usize) -> Vec<usize> {
+        accepted_each(group, total, |_| {})
+    }
+
+    /// [`accepted_of`], calling `each` with the index of the listener of every connection.
+    fn accepted_each(
+        group: &[TcpListener],
+        total: usize,
+        mut each: impl FnMut(usize),
+    ) -> Vec<usize> {
         let mut got = vec![0; group.len()];
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while got.iter().sum::<usize>() < total && std::time::Instant::now() < deadline {
             for (n, l) in group.iter().enumerate() {
-                got[n] += std::iter::from_fn(|| l.accept().ok()).count();
+                while let Ok(_conn) = l.accept() {
+                    got[n] += 1;
+                    each(n);
+                }
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
@@ -363,19 +375,8 @@ mod tests {
         let addr = group[0].local_addr().unwrap();
         let n = (STARVED_WINDOWS * WINDOW) as usize + 10;
         let _first = connect_from(cpus[0], addr, n);
-        let mut on_first = 0;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while on_first < n && std::time::Instant::now() < deadline {
-            match group[0].accept() {
-                Ok(_conn) => {
-                    on_first += 1;
-                    steering.accepted(0, group[0].as_raw_fd());
-                }
-                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
-            }
-        }
-        assert_eq!(on_first, n);
-        assert!(group[1].accept().is_err(), "all came to the first");
+        let got = accepted_each(&group, n, |i| steering.accepted(i, group[i].as_raw_fd()));
+        assert_eq!(got, [n, 0], "all came to the first");
         assert!(!steering.is_on());
         let _then = connect_from(cpus[0], addr, 64);
         let got = accepted_of(&group, 64);
