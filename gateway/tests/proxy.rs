@@ -358,6 +358,24 @@ fn prefix_stripping_and_the_upstreams_host() {
 }
 
 #[test]
+fn a_failed_over_request_carries_the_next_upstreams_host() {
+    let e = echo();
+    let dead = dead_addr();
+    let s = start(&proxy_toml(
+        &[url(dead), url(e.addr)],
+        "max_fails = 0\nkeep_host = false",
+    ));
+    // Round robin starts at the dead one each second request: the head made for it
+    // goes on to the live one, with the live one's Host, once.
+    for _ in 0..4 {
+        let l = lines(&s.get("/h?q=1"));
+        let hosts: Vec<&String> = l.iter().filter(|x| x.starts_with("host:")).collect();
+        assert_eq!(hosts, [&format!("host: {}", e.addr)], "{l:?}");
+        assert!(l.contains(&"path: /h?q=1".to_string()), "{l:?}");
+    }
+}
+
+#[test]
 fn bodies_over_the_limit_get_413() {
     let counter = backend(axum::Router::new().fallback(any(
         |body: axum::body::Bytes| async move { body.len().to_string() },

@@ -13,7 +13,7 @@
 
 use super::pool::{Pool, SendError, Settings};
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::uri::Authority;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Version};
 use std::io;
@@ -41,7 +41,7 @@ pub(crate) struct ConnState {
     io: TcpStream,
     /// Read buffer: empty between exchanges.
     buf: BytesMut,
-    /// The request head being written, kept for its capacity.
+    /// The buffer of the last request head sent, kept for its capacity.
     wbuf: Vec<u8>,
 }
 
@@ -52,8 +52,80 @@ impl ConnState {
     }
 }
 
-/// Sends a bodiless request (`path` in origin form, `headers` already including `Host`)
-/// and returns the response once its head has arrived.
+/// A request head encoded for an upstream (RFC 9112 §3): the request-line, `Host` as the
+/// first field (§3.2 asks for it first), the other fields, the empty line.
+///
+/// It is encoded while the request is first handled, so that nothing of the client's
+/// request — whose fields are slices of the client connection's read buffer — outlives
+/// that call: hyper reads the connection again while the response is awaited, and a
+/// buffer still shared would have to be a new one.
+pub(crate) struct Outgoing {
+    bytes: Vec<u8>,
+    /// Where the `Host` field line lies, to put another upstream's in its place.
+    host: std::ops::Range<usize>,
+    head_request: bool,
+}
+
+impl Outgoing {
+    /// Encodes into `buf` (cleared; given for its capacity). `headers` are sent as they
+    /// are, but for `Host`, which is `host`.
+    pub(crate) fn encode(
+        mut buf: Vec<u8>,
+        method: &Method,
+        path: &str,
+        host: Option<&HeaderValue>,
+        headers: &HeaderMap,
+    ) -> Outgoing {
+        buf.clear();
+        buf.extend_from_slice(method.as_str().as_bytes());
+        buf.push(b' ');
+        buf.extend_from_slice(path.as_bytes());
+        buf.extend_from_slice(b" HTTP/1.1\r\n");
+        let start = buf.len();
+        host_line(&mut buf, host);
+        let host = start..buf.len();
+        for (name, value) in headers {
+            if name == HOST {
+                continue;
+            }
+            buf.extend_from_slice(name.as_str().as_bytes());
+            buf.extend_from_slice(b": ");
+            buf.extend_from_slice(value.as_bytes());
+            buf.extend_from_slice(b"\r\n");
+        }
+        buf.extend_from_slice(b"\r\n");
+        Outgoing {
+            bytes: buf,
+            host,
+            head_request: method == Method::HEAD,
+        }
+    }
+
+    /// Puts `host` in the place of the `Host` field (none: no field).
+    pub(crate) fn set_host(&mut self, host: Option<&HeaderValue>) {
+        let mut line = Vec::with_capacity(64);
+        host_line(&mut line, host);
+        let end = self.host.start + line.len();
+        self.bytes.splice(self.host.clone(), line);
+        self.host = self.host.start..end;
+    }
+
+    #[cfg(test)]
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+fn host_line(out: &mut Vec<u8>, host: Option<&HeaderValue>) {
+    if let Some(h) = host {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Sends a bodiless request, on `conn` (checked out of `pool` when the head was encoded)
+/// or a new connection, and returns the response once its head has arrived.
 ///
 /// A pooled connection may have been closed by the upstream since its last use; when it
 /// fails before a byte of the response arrives the request goes again, once, on a new
@@ -61,27 +133,33 @@ impl ConnState {
 pub(crate) async fn send(
     pool: &Arc<Pool>,
     authority: &Authority,
-    method: &Method,
-    path: &str,
-    headers: &HeaderMap,
+    conn: Option<Conn>,
+    out: &mut Outgoing,
 ) -> Result<Response<Body>, SendError> {
-    let mut retried = false;
+    let mut pooled = conn;
     loop {
-        let pooled = if retried { None } else { pool.checkout_h1() };
-        let (mut conn, reused) = match pooled {
+        let (mut conn, reused) = match pooled.take() {
             Some(c) => (c, true),
             None => (Box::pin(connect(authority, pool.settings())).await?, false),
         };
-        encode(&mut conn.wbuf, method, path, headers);
-        match exchange(&mut conn, pool.settings().max_buf).await {
+        match exchange(&mut conn, &out.bytes, pool.settings().max_buf).await {
             Ok(head) => {
+                // The head's buffer goes with the connection, for the next request's.
+                conn.wbuf = std::mem::take(&mut out.bytes);
                 return head
-                    .into_response(conn, pool, method == Method::HEAD)
-                    .map_err(SendError::Io)
+                    .into_response(conn, pool, out.head_request)
+                    .map_err(SendError::Io);
             }
-            Err(Failed::BeforeResponse(_)) if reused => retried = true,
+            Err(Failed::BeforeResponse(_)) if reused => {}
             Err(Failed::BeforeResponse(e) | Failed::Other(e)) => return Err(SendError::Io(e)),
         }
+    }
+}
+
+impl ConnState {
+    /// The buffer the connection's last request head was encoded in, for the next one's.
+    pub(crate) fn take_wbuf(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.wbuf)
     }
 }
 
@@ -90,24 +168,8 @@ async fn connect(authority: &Authority, settings: &Settings) -> Result<Conn, Sen
     Ok(Box::new(ConnState {
         io,
         buf: BytesMut::with_capacity(INIT_BUF),
-        wbuf: Vec::with_capacity(1024),
+        wbuf: Vec::new(),
     }))
-}
-
-/// RFC 9112 §3: request-line, then each field line, then an empty line.
-fn encode(out: &mut Vec<u8>, method: &Method, path: &str, headers: &HeaderMap) {
-    out.clear();
-    out.extend_from_slice(method.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(path.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    for (name, value) in headers {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
 }
 
 enum Failed {
@@ -135,9 +197,9 @@ struct Head {
     close: bool,
 }
 
-async fn exchange(conn: &mut Conn, max_buf: usize) -> Result<Head, Failed> {
+async fn exchange(conn: &mut Conn, head: &[u8], max_buf: usize) -> Result<Head, Failed> {
     conn.io
-        .write_all(&conn.wbuf)
+        .write_all(head)
         .await
         .map_err(Failed::BeforeResponse)?;
     conn.buf.clear();
@@ -621,11 +683,32 @@ mod tests {
         h.insert("host", HeaderValue::from_static("up"));
         h.append("x-n", HeaderValue::from_static("1"));
         h.append("x-n", HeaderValue::from_static("2"));
-        let mut out = Vec::new();
-        encode(&mut out, &Method::GET, "/a?b=c", &h);
+        h.insert("x-a", HeaderValue::from_static("b"));
+        let host = HeaderValue::from_static("client.example");
+        let mut out = Outgoing::encode(Vec::new(), &Method::GET, "/a?b=c", Some(&host), &h);
+        // The given Host, first, in place of the one among the fields.
         assert_eq!(
-            out,
-            b"GET /a?b=c HTTP/1.1\r\nhost: up\r\nx-n: 1\r\nx-n: 2\r\n\r\n".to_vec()
+            out.as_bytes(),
+            b"GET /a?b=c HTTP/1.1\r\nhost: client.example\r\nx-n: 1\r\nx-n: 2\r\nx-a: b\r\n\r\n"
         );
+        assert!(!out.head_request);
+        out.set_host(Some(&HeaderValue::from_static("up:8080")));
+        assert_eq!(
+            out.as_bytes(),
+            b"GET /a?b=c HTTP/1.1\r\nhost: up:8080\r\nx-n: 1\r\nx-n: 2\r\nx-a: b\r\n\r\n"
+        );
+        out.set_host(None);
+        assert_eq!(
+            out.as_bytes(),
+            b"GET /a?b=c HTTP/1.1\r\nx-n: 1\r\nx-n: 2\r\nx-a: b\r\n\r\n"
+        );
+        out.set_host(Some(&host));
+        assert_eq!(
+            out.as_bytes(),
+            b"GET /a?b=c HTTP/1.1\r\nhost: client.example\r\nx-n: 1\r\nx-n: 2\r\nx-a: b\r\n\r\n"
+        );
+        let head = Outgoing::encode(out.bytes, &Method::HEAD, "/", None, &HeaderMap::new());
+        assert_eq!(head.as_bytes(), b"HEAD / HTTP/1.1\r\n\r\n");
+        assert!(head.head_request);
     }
 }

@@ -239,9 +239,32 @@ impl Proxy {
         B::Error: Into<BoxError>,
     {
         use futures_util::FutureExt;
-        // The request goes straight into forward's future, boxed once: an `async` block
-        // around it would hold the request and the future both.
-        Box::pin(self.inner.clone().forward(req, conn).map(Ok))
+        let (mut parts, body) = req.into_parts();
+        let inner = &self.inner;
+        let prep = match inner.prepare(&mut parts, body.is_end_stream(), conn) {
+            Ok(prep) => prep,
+            Err(r) => return Box::pin(std::future::ready(Ok(r.response()))),
+        };
+        if prep.replayable && prep.client_upgrade.is_none() {
+            if let Some(pools) = inner.h1_pools() {
+                // Decided and encoded here, in the call: see `h1::Outgoing`.
+                return match inner.start_bare(pools, &parts, prep) {
+                    Ok(bare) => Box::pin(inner.clone().forward_bare(bare).map(Ok)),
+                    Err(r) => Box::pin(std::future::ready(Ok(r.response()))),
+                };
+            }
+        }
+        let body = if body.is_end_stream() {
+            ReqBody::Empty
+        } else if inner.max_body > 0 {
+            ReqBody::Boxed(axum::body::Body::new(Limited::new(
+                body,
+                inner.max_body as usize,
+            )))
+        } else {
+            ReqBody::Boxed(axum::body::Body::new(body.map_err(Into::into)))
+        };
+        Box::pin(inner.clone().forward(parts, body, prep).map(Ok))
     }
 }
 
@@ -340,19 +363,33 @@ impl Inner {
         pools.get(i)?.as_ref()
     }
 
-    async fn forward<B>(self: Arc<Self>, req: Request<B>, conn: ConnInfo) -> Response<GateBody>
-    where
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
-        let (mut parts, body) = req.into_parts();
+    /// This worker's pools when every upstream has one (all are `http://` upstreams spoken
+    /// to over HTTP/1.1): then a simple request never needs hyper's client.
+    fn h1_pools(&self) -> Option<&[Option<Arc<pool::Pool>>]> {
+        let slot = crate::server::worker_slot();
+        let pools = self.pools.get(slot).or_else(|| self.pools.first())?;
+        pools.iter().all(Option::is_some).then_some(&pools[..])
+    }
+
+    /// Readies the request's head for its upstreams (RFC 9110 §7.6: hop-by-hop fields out,
+    /// the forwarding fields in), and notes what every attempt shares. `Err` is the answer
+    /// when the request can't go at all.
+    fn prepare(
+        &self,
+        parts: &mut http::request::Parts,
+        bodiless: bool,
+        conn: ConnInfo,
+    ) -> Result<Prepared, Refused> {
         if self.max_body > 0 {
             let declared = parts
                 .headers
                 .get(CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
             if declared.is_some_and(|n| n > self.max_body) {
-                return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+                return Err(Refused(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request body too large\n",
+                ));
             }
         }
         // RFC 9110 §7.8: an upgrade (WebSocket) keeps its Connection/Upgrade pair, which
@@ -382,16 +419,10 @@ impl Inner {
                 .insert(CONNECTION, HeaderValue::from_static("upgrade"));
             parts.headers.insert(UPGRADE, u.clone());
         }
-        let mut client_upgrade = client_upgrade;
         let key = match &self.selector {
-            Selector::Hash { on, .. } => hash_key(on, &parts, conn),
+            Selector::Hash { on, .. } => hash_key(on, parts, conn),
             _ => None,
         };
-        let path: PathAndQuery = parts
-            .uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
         // Only a request that can be sent again as it was may go to another upstream: an
         // idempotent method (RFC 9110 §9.2.2) and no body to replay.
         let replayable = matches!(
@@ -402,38 +433,230 @@ impl Inner {
                 | Method::TRACE
                 | Method::PUT
                 | Method::DELETE
-        ) && body.is_end_stream();
-        let body = if body.is_end_stream() {
-            ReqBody::Empty
-        } else if self.max_body > 0 {
-            ReqBody::Boxed(axum::body::Body::new(Limited::new(
-                body,
-                self.max_body as usize,
-            )))
-        } else {
-            ReqBody::Boxed(axum::body::Body::new(body.map_err(Into::into)))
+        ) && bodiless;
+        Ok(Prepared {
+            client_upgrade,
+            client_host,
+            key,
+            replayable,
+        })
+    }
+
+    /// The Host an upstream is sent: the client's (the default), or the upstream's own.
+    fn host_for<'a>(
+        &self,
+        client_host: Option<&'a HeaderValue>,
+        up: &'a Upstream,
+    ) -> Option<&'a HeaderValue> {
+        match client_host {
+            Some(h) if self.keep_host => Some(h),
+            _ => up.host.as_ref(),
+        }
+    }
+
+    /// Picks the first upstream and encodes the request head for it, so that nothing of
+    /// the client's request is kept past the call.
+    fn start_bare(
+        &self,
+        pools: &[Option<Arc<pool::Pool>>],
+        parts: &http::request::Parts,
+        prep: Prepared,
+    ) -> Result<Bare, Refused> {
+        let i = self
+            .selector
+            .pick(&self.upstreams, health::now_ms(), &[], prep.key)
+            .ok_or(Refused(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no upstream available\n",
+            ))?;
+        let Some(pool) = pools.get(i).cloned().flatten() else {
+            return Err(Refused(StatusCode::BAD_GATEWAY, "bad gateway\n"));
         };
+        let mut conn = pool.checkout_h1();
+        let buf = match conn.as_mut() {
+            Some(c) => c.take_wbuf(),
+            None => Vec::with_capacity(512),
+        };
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let out = h1::Outgoing::encode(
+            buf,
+            &parts.method,
+            path,
+            self.host_for(prep.client_host.as_ref(), &self.upstreams[i]),
+            &parts.headers,
+        );
+        Ok(Bare {
+            out,
+            conn,
+            pool,
+            first: i,
+            key: prep.key,
+            client_host: prep.client_host.is_some(),
+        })
+    }
+
+    /// The bodiless, idempotent exchange over this crate's own HTTP/1.1 client ([`h1`]),
+    /// tried on the next upstream when a connection can't be made.
+    async fn forward_bare(self: Arc<Self>, mut bare: Bare) -> Response<GateBody> {
+        let mut tried = Tried::default();
+        let may_retry = self.retries > 0 && self.upstreams.len() > 1;
+        let mut i = bare.first;
+        loop {
+            tried.push(i);
+            let up = self.upstreams[i].clone();
+            up.in_flight.fetch_add(1, Ordering::Relaxed);
+            let guard = InFlight(up.clone());
+            let asked = std::time::Instant::now();
+            up.metrics.requests.increment(1);
+            let sent = tokio::time::timeout(
+                self.response_timeout,
+                h1::send(&bare.pool, &up.authority, bare.conn.take(), &mut bare.out),
+            )
+            .await;
+            let e = match sent {
+                Ok(Ok(res)) => {
+                    let res = res.map(UpstreamRes::H1);
+                    return self.answered(&up, res, guard, asked, None, &mut None);
+                }
+                Ok(Err(e)) => e,
+                Err(_) => return self.timed_out(&up),
+            };
+            if let Err(r) = self.failed(&up, &e, may_retry, &tried) {
+                return r.response();
+            }
+            let Some(next) = self.selector.pick(
+                &self.upstreams,
+                health::now_ms(),
+                tried.as_slice(),
+                bare.key,
+            ) else {
+                return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
+            };
+            // The client's Host stays; an upstream's own is the next one's.
+            if !(bare.client_host && self.keep_host) {
+                bare.out.set_host(self.upstreams[next].host.as_ref());
+            }
+            let Some(pool) = self.h1_pools().and_then(|p| p.get(next).cloned().flatten()) else {
+                return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
+            };
+            bare.conn = pool.checkout_h1();
+            bare.pool = pool;
+            i = next;
+        }
+    }
+
+    /// A response came: it goes back to the client (or, a 101, becomes a tunnel).
+    fn answered(
+        &self,
+        up: &Arc<Upstream>,
+        res: Response<UpstreamRes>,
+        guard: InFlight,
+        asked: std::time::Instant,
+        lent: Option<pool::Lent>,
+        client_upgrade: &mut Option<hyper::upgrade::OnUpgrade>,
+    ) -> Response<GateBody> {
+        let took = asked.elapsed();
+        up.metrics.response.record(took.as_secs_f64());
+        self.passive.succeeded(up);
+        if res.status() == StatusCode::SWITCHING_PROTOCOLS {
+            if let Some(client_side) = client_upgrade.take() {
+                return tunnel(res, client_side);
+            }
+            // A 101 nobody asked for can't be relayed.
+            return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
+        }
+        let mut res = respond(res, guard, self.body_idle, lent);
+        if self.upstream_info {
+            res.extensions_mut().insert(UpstreamInfo {
+                addr: up.authority.clone(),
+                time: took,
+            });
+        }
+        res
+    }
+
+    /// No response head within the response timeout.
+    fn timed_out(&self, up: &Upstream) -> Response<GateBody> {
+        tracing::warn!(upstream = %up.authority, "no response within {:?}", self.response_timeout);
+        up.metrics.failures.increment(1);
+        self.passive.failed(up);
+        plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout\n")
+    }
+
+    /// An attempt failed: `Ok` when it may go to another upstream, else the answer.
+    fn failed(
+        &self,
+        up: &Upstream,
+        e: &pool::SendError,
+        may_retry: bool,
+        tried: &Tried,
+    ) -> Result<(), Refused> {
+        if caused_by::<http_body_util::LengthLimitError>(e) {
+            return Err(Refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large\n",
+            ));
+        }
+        // The client's own body failed (it went away mid-upload): not the upstream's
+        // fault, so it isn't held against it.
+        if client_body_failed(e) {
+            return Err(Refused(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read\n",
+            ));
+        }
+        tracing::warn!(upstream = %up.authority, "upstream request failed: {e}");
+        up.metrics.failures.increment(1);
+        self.passive.failed(up);
+        let n = tried.len();
+        let again = e.is_connect()
+            && may_retry
+            && n <= self.retries as usize
+            && n < self.upstreams.len().min(Tried::MAX);
+        if again {
+            Ok(())
+        } else {
+            Err(Refused(StatusCode::BAD_GATEWAY, "bad gateway\n"))
+        }
+    }
+
+    /// Every other exchange: with a body, an upgrade, HTTP/2 or TLS to the upstream — over
+    /// hyper's client.
+    async fn forward(
+        self: Arc<Self>,
+        parts: http::request::Parts,
+        body: ReqBody,
+        prep: Prepared,
+    ) -> Response<GateBody> {
+        let Prepared {
+            mut client_upgrade,
+            client_host,
+            key,
+            replayable,
+        } = prep;
+        let path: PathAndQuery = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
         let mut body = Some(body);
-        // The upstreams tried so far, on the stack: at most 16 attempts.
-        let mut tried_buf = [usize::MAX; 16];
-        let mut n_tried = 0;
+        let mut tried = Tried::default();
         // The request is copied for a second attempt only when one can happen.
         let may_retry = replayable && self.retries > 0 && self.upstreams.len() > 1;
         let mut spare = Some(parts);
         loop {
-            let tried = &tried_buf[..n_tried];
             let now = health::now_ms();
-            let Some(i) = self.selector.pick(&self.upstreams, now, tried, key) else {
-                return if tried.is_empty() {
+            let Some(i) = self
+                .selector
+                .pick(&self.upstreams, now, tried.as_slice(), key)
+            else {
+                return if tried.len() == 0 {
                     plain(StatusCode::SERVICE_UNAVAILABLE, "no upstream available\n")
                 } else {
                     plain(StatusCode::BAD_GATEWAY, "bad gateway\n")
                 };
             };
-            if let Some(slot) = tried_buf.get_mut(n_tried) {
-                *slot = i;
-                n_tried += 1;
-            }
+            tried.push(i);
             let up = self.upstreams[i].clone();
             let next = if may_retry {
                 spare.clone()
@@ -446,11 +669,7 @@ impl Inner {
             let pool = self.pool(i);
             // RFC 9112 §3.2.1: to an origin server, the target in origin form; hyper-util's
             // client wants the absolute form, to pick its connection by.
-            // A replayable request has no body; with no upgrade asked for, the exchange
-            // is simple enough to do without hyper's client.
-            let bare = pool.is_some() && replayable && client_upgrade.is_none();
             p.uri = match pool {
-                Some(_) if bare => Uri::default(),
                 Some(_) => Uri::from(path.clone()),
                 None => {
                     let uri = Uri::builder()
@@ -469,15 +688,8 @@ impl Inner {
             } else {
                 http::Version::HTTP_11
             };
-            match (&client_host, self.keep_host) {
-                (Some(h), true) => {
-                    p.headers.insert(HOST, h.clone());
-                }
-                _ => {
-                    if let Some(h) = &up.host {
-                        p.headers.insert(HOST, h.clone());
-                    }
-                }
+            if let Some(h) = self.host_for(client_host.as_ref(), &up) {
+                p.headers.insert(HOST, h.clone());
             }
             let b = body.take().unwrap_or(ReqBody::Empty);
             up.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -486,11 +698,6 @@ impl Inner {
             up.metrics.requests.increment(1);
             let sent = tokio::time::timeout(self.response_timeout, async {
                 match pool {
-                    Some(pool) if bare => {
-                        h1::send(pool, &up.authority, &p.method, path.as_str(), &p.headers)
-                            .await
-                            .map(|res| (res.map(UpstreamRes::H1), None))
-                    }
                     // Boxed: rarer, and it would make every request's future larger.
                     Some(pool) => {
                         Box::pin(pool::send(pool, &up.authority, Request::from_parts(p, b)))
@@ -504,59 +711,73 @@ impl Inner {
                 }
             })
             .await;
-            match sent {
+            let e = match sent {
                 Ok(Ok((res, lent))) => {
-                    let took = asked.elapsed();
-                    up.metrics.response.record(took.as_secs_f64());
-                    self.passive.succeeded(&up);
-                    if res.status() == StatusCode::SWITCHING_PROTOCOLS {
-                        if let Some(client_side) = client_upgrade.take() {
-                            return tunnel(res, client_side);
-                        }
-                        // A 101 nobody asked for can't be relayed.
-                        return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
-                    }
-                    let mut res = respond(res, guard, self.body_idle, lent);
-                    if self.upstream_info {
-                        res.extensions_mut().insert(UpstreamInfo {
-                            addr: up.authority.clone(),
-                            time: took,
-                        });
-                    }
-                    return res;
+                    return self.answered(&up, res, guard, asked, lent, &mut client_upgrade);
                 }
-                Ok(Err(e)) => {
-                    if caused_by::<http_body_util::LengthLimitError>(&e) {
-                        return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
-                    }
-                    // The client's own body failed (it went away mid-upload): not the
-                    // upstream's fault, so it isn't held against it.
-                    if client_body_failed(&e) {
-                        return plain(
-                            StatusCode::BAD_REQUEST,
-                            "the request body could not be read\n",
-                        );
-                    }
-                    tracing::warn!(upstream = %up.authority, "upstream request failed: {e}");
-                    up.metrics.failures.increment(1);
-                    self.passive.failed(&up);
-                    let again = e.is_connect()
-                        && may_retry
-                        && n_tried <= self.retries as usize
-                        && n_tried < self.upstreams.len().min(tried_buf.len());
-                    if !again {
-                        return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
-                    }
-                    body = Some(ReqBody::Empty);
-                }
-                Err(_) => {
-                    tracing::warn!(upstream = %up.authority, "no response within {:?}", self.response_timeout);
-                    up.metrics.failures.increment(1);
-                    self.passive.failed(&up);
-                    return plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout\n");
-                }
+                Ok(Err(e)) => e,
+                Err(_) => return self.timed_out(&up),
+            };
+            if let Err(r) = self.failed(&up, &e, may_retry, &tried) {
+                return r.response();
             }
+            body = Some(ReqBody::Empty);
         }
+    }
+}
+
+/// A request answered by the proxy itself: a status and a short body naming no upstream.
+struct Refused(StatusCode, &'static str);
+
+impl Refused {
+    fn response(self) -> Response<GateBody> {
+        plain(self.0, self.1)
+    }
+}
+
+/// What every attempt at a request shares, once its head is ready.
+struct Prepared {
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    client_host: Option<HeaderValue>,
+    key: Option<u64>,
+    replayable: bool,
+}
+
+/// A bodiless request on its way over [`h1`]: its head encoded, the upstream's pool, and
+/// an idle connection out of it, if there was one.
+struct Bare {
+    out: h1::Outgoing,
+    conn: Option<h1::Conn>,
+    pool: Arc<pool::Pool>,
+    first: usize,
+    key: Option<u64>,
+    /// The client sent a Host (kept unless the route sends the upstream's).
+    client_host: bool,
+}
+
+/// The upstreams tried so far, on the stack: at most [`Tried::MAX`] attempts.
+#[derive(Default)]
+struct Tried {
+    buf: [usize; Tried::MAX],
+    n: usize,
+}
+
+impl Tried {
+    const MAX: usize = 16;
+
+    fn push(&mut self, i: usize) {
+        if let Some(slot) = self.buf.get_mut(self.n) {
+            *slot = i;
+            self.n += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.n
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        &self.buf[..self.n]
     }
 }
 
@@ -801,6 +1022,35 @@ fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The common request's future is boxed once per request: kept within glibc's
+    /// per-thread cache (chunks up to 1032 bytes), its allocation takes no lock and no
+    /// bin search, and what is moved into the box stays small.
+    #[test]
+    fn the_bare_exchange_fits_a_small_allocation() {
+        let cfg = ProxyConfig {
+            upstreams: vec![gatehouse_config::UpstreamConfig {
+                url: "http://127.0.0.1:9".into(),
+                weight: 1,
+            }],
+            ..ProxyConfig::default()
+        };
+        let proxy = Proxy::new(&cfg).expect("proxy");
+        let (parts, ()) = Request::new(()).into_parts();
+        let prep = Prepared {
+            client_upgrade: None,
+            client_host: None,
+            key: None,
+            replayable: true,
+        };
+        let pools = proxy.inner.h1_pools().expect("an http upstream has a pool");
+        let Ok(bare) = proxy.inner.start_bare(pools, &parts, prep) else {
+            panic!("the upstream is available");
+        };
+        let fut = proxy.inner.clone().forward_bare(bare);
+        let size = std::mem::size_of_val(&fut);
+        assert!(size <= 1000, "forward_bare's future is {size} bytes");
+    }
 
     fn two_slot_proxy() -> Proxy {
         let up = |url: &str| gatehouse_config::UpstreamConfig {
