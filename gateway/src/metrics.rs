@@ -28,7 +28,7 @@ pub fn install() -> Result<(), String> {
 }
 
 fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use metrics::{describe_counter, describe_gauge, Unit};
     describe_gauge!(
         "gatehouse_connections_open",
         "Client connections open, by listener."
@@ -52,11 +52,6 @@ fn describe() {
     describe_counter!(
         "gatehouse_upstream_failures_total",
         "Upstream attempts that failed: no connection, an error, or no response in time."
-    );
-    describe_histogram!(
-        "gatehouse_upstream_response_seconds",
-        Unit::Seconds,
-        "Time from sending a request upstream to its response head."
     );
     describe_counter!(
         "gatehouse_upstream_ejections_total",

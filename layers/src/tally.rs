@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-const SLOTS: usize = 8;
+pub(crate) const SLOTS: usize = 8;
 // `Tally::new` spells out this many slots.
 const _: () = assert!(SLOTS == 8);
 
@@ -24,7 +24,8 @@ impl std::fmt::Debug for Tally {
     }
 }
 
-fn slot() -> usize {
+/// This thread's slot, below [`SLOTS`]: threads take them in turn as they first ask.
+pub(crate) fn slot() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS;

@@ -30,7 +30,7 @@ pub struct Upstream {
 pub(crate) struct UpstreamMetrics {
     pub(crate) requests: metrics::Counter,
     pub(crate) failures: metrics::Counter,
-    pub(crate) response: metrics::Histogram,
+    pub(crate) response: &'static gatehouse_layers::metrics::LatencyHistogram,
     pub(crate) ejections: metrics::Counter,
 }
 
@@ -40,7 +40,12 @@ impl UpstreamMetrics {
         UpstreamMetrics {
             requests: metrics::counter!("gatehouse_upstream_requests_total", &labels),
             failures: metrics::counter!("gatehouse_upstream_failures_total", &labels),
-            response: metrics::histogram!("gatehouse_upstream_response_seconds", &labels),
+            response: gatehouse_layers::metrics::latency_histogram(
+                "gatehouse_upstream_response_seconds",
+                "Time from sending a request upstream to its response head.",
+                "upstream",
+                &labels[0].1,
+            ),
             ejections: metrics::counter!("gatehouse_upstream_ejections_total", &labels),
         }
     }

@@ -556,7 +556,7 @@ impl Inner {
         client_upgrade: &mut Option<hyper::upgrade::OnUpgrade>,
     ) -> Response<GateBody> {
         let took = asked.elapsed();
-        up.metrics.response.record(took.as_secs_f64());
+        up.metrics.response.record(took);
         self.passive.succeeded(up);
         if res.status() == StatusCode::SWITCHING_PROTOCOLS {
             if let Some(client_side) = client_upgrade.take() {

@@ -12,8 +12,9 @@
 //! Labels are bounded: `route` is a name given when the layer is made, `method` one of the
 //! nine of RFC 9110 §9 or `OTHER`, `status` the code. Handles are registered once per
 //! route, method and status and kept, and counts go to per-thread slots handed to the
-//! recorder at scrape time ([`refresh`]), so a request costs a few uncontended atomic adds
-//! and a histogram sample: no lock, no label hashing, no allocation. A request is counted
+//! recorder at scrape time ([`refresh`]); the duration histogram is this crate's own
+//! ([`LatencyHistogram`]), also per thread, and rendered by [`render`]. A request costs a
+//! few uncontended atomic adds: no lock, no label hashing, no allocation. A request is counted
 //! when its response body has been sent (or dropped: then as sent so far); one dropped
 //! before it had a response counts as status 499, as nginx logs it.
 //!
@@ -35,12 +36,14 @@
 //! ```
 
 mod body;
+mod histogram;
 mod layer;
 pub mod process;
 mod route;
 mod service;
 
 pub use body::{MetricsBody, MetricsEnd};
+pub use histogram::{latency_histogram, LatencyHistogram};
 pub use layer::MetricsLayer;
 pub use route::{refresh, RouteMetrics, Started};
 pub use service::{Metrics, ResponseFuture};
@@ -55,6 +58,7 @@ pub const DURATION_BUCKETS: [f64; 17] = [
 
 pub const REQUESTS: &str = "gatehouse_http_requests_total";
 pub const DURATION: &str = "gatehouse_http_request_duration_seconds";
+const DURATION_HELP: &str = "Time from a request's arrival to the end of its response body.";
 pub const BYTES: &str = "gatehouse_http_response_bytes_total";
 pub const IN_FLIGHT: &str = "gatehouse_http_requests_in_flight";
 
@@ -87,22 +91,19 @@ pub fn installed() -> Option<&'static PrometheusHandle> {
 }
 
 /// The `/metrics` page: brings the request counts up to date ([`refresh`]), then renders
-/// everything recorded, then the process's own figures.
+/// everything recorded, the latency histograms ([`latency_histogram`]), and the process's
+/// own figures.
 pub fn render(handle: &PrometheusHandle) -> String {
     refresh();
     let mut out = handle.render();
+    histogram::render(&mut out);
     process::render(&mut out);
     out
 }
 
 fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use metrics::{describe_counter, describe_gauge, Unit};
     describe_counter!(REQUESTS, "Requests answered, by route, method and status.");
-    describe_histogram!(
-        DURATION,
-        Unit::Seconds,
-        "Time from a request's arrival to the end of its response body."
-    );
     describe_counter!(BYTES, Unit::Bytes, "Response body bytes sent.");
     describe_gauge!(IN_FLIGHT, "Requests received and not yet answered in full.");
 }
