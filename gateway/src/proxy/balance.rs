@@ -13,7 +13,8 @@ pub struct Upstream {
     /// `Host` for a request to this upstream, made once rather than per request.
     pub(crate) host: Option<http::HeaderValue>,
     pub weight: u32,
-    /// Requests sent and not yet answered in full (least_requests reads it).
+    /// Requests sent and not yet answered in full: counted only under least_requests,
+    /// which reads it.
     pub(crate) in_flight: AtomicU32,
     /// Passive health: consecutive failures, and until when (ms on [`super::health::now_ms`])
     /// the upstream is ejected.
@@ -28,7 +29,7 @@ pub struct Upstream {
 /// An upstream's metric handles, labelled with its address once, when it is made.
 #[derive(Debug)]
 pub(crate) struct UpstreamMetrics {
-    pub(crate) requests: metrics::Counter,
+    pub(crate) requests: &'static gatehouse_layers::metrics::ShardedCounter,
     pub(crate) failures: metrics::Counter,
     pub(crate) response: &'static gatehouse_layers::metrics::LatencyHistogram,
     pub(crate) ejections: metrics::Counter,
@@ -38,7 +39,11 @@ impl UpstreamMetrics {
     fn new(authority: &Authority) -> UpstreamMetrics {
         let labels = [("upstream", authority.to_string())];
         UpstreamMetrics {
-            requests: metrics::counter!("gatehouse_upstream_requests_total", &labels),
+            requests: gatehouse_layers::metrics::sharded_counter(
+                "gatehouse_upstream_requests_total",
+                "upstream",
+                &labels[0].1,
+            ),
             failures: metrics::counter!("gatehouse_upstream_failures_total", &labels),
             response: gatehouse_layers::metrics::latency_histogram(
                 "gatehouse_upstream_response_seconds",
@@ -174,6 +179,10 @@ impl Selector {
             Selector::RoundRobin { order, next } => {
                 if order.is_empty() {
                     return None;
+                }
+                // One upstream: nothing to rotate, and no shared count to write.
+                if ups.len() == 1 {
+                    return ok(0).then_some(0);
                 }
                 let start = next.fetch_add(1, Ordering::Relaxed);
                 (0..order.len())

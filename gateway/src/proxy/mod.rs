@@ -503,9 +503,8 @@ impl Inner {
         let mut i = bare.first;
         loop {
             tried.push(i);
-            let up = self.upstreams[i].clone();
-            up.in_flight.fetch_add(1, Ordering::Relaxed);
-            let guard = InFlight(up.clone());
+            let up = &self.upstreams[i];
+            let guard = self.count_in(up);
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
             let sent = tokio::time::timeout(
@@ -516,12 +515,12 @@ impl Inner {
             let e = match sent {
                 Ok(Ok(res)) => {
                     let res = res.map(UpstreamRes::H1);
-                    return self.answered(&up, res, guard, asked, None, &mut None);
+                    return self.answered(up, res, guard, asked, None, &mut None);
                 }
                 Ok(Err(e)) => e,
-                Err(_) => return self.timed_out(&up),
+                Err(_) => return self.timed_out(up),
             };
-            if let Err(r) = self.failed(&up, &e, may_retry, &tried) {
+            if let Err(r) = self.failed(up, &e, may_retry, &tried) {
                 return r.response();
             }
             let Some(next) = self.selector.pick(
@@ -545,12 +544,22 @@ impl Inner {
         }
     }
 
+    /// Counts a request against its upstream until its response is done with, when the
+    /// policy picks by load: a count every worker writes, so kept only when read.
+    fn count_in(&self, up: &Arc<Upstream>) -> Option<InFlight> {
+        if !matches!(self.selector, Selector::LeastRequests) {
+            return None;
+        }
+        up.in_flight.fetch_add(1, Ordering::Relaxed);
+        Some(InFlight(up.clone()))
+    }
+
     /// A response came: it goes back to the client (or, a 101, becomes a tunnel).
     fn answered(
         &self,
         up: &Arc<Upstream>,
         res: Response<UpstreamRes>,
-        guard: InFlight,
+        guard: Option<InFlight>,
         asked: std::time::Instant,
         lent: Option<pool::Lent>,
         client_upgrade: &mut Option<hyper::upgrade::OnUpgrade>,
@@ -657,7 +666,7 @@ impl Inner {
                 };
             };
             tried.push(i);
-            let up = self.upstreams[i].clone();
+            let up = &self.upstreams[i];
             let next = if may_retry {
                 spare.clone()
             } else {
@@ -688,12 +697,11 @@ impl Inner {
             } else {
                 http::Version::HTTP_11
             };
-            if let Some(h) = self.host_for(client_host.as_ref(), &up) {
+            if let Some(h) = self.host_for(client_host.as_ref(), up) {
                 p.headers.insert(HOST, h.clone());
             }
             let b = body.take().unwrap_or(ReqBody::Empty);
-            up.in_flight.fetch_add(1, Ordering::Relaxed);
-            let guard = InFlight(up.clone());
+            let guard = self.count_in(up);
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
             let sent = tokio::time::timeout(self.response_timeout, async {
@@ -713,12 +721,12 @@ impl Inner {
             .await;
             let e = match sent {
                 Ok(Ok((res, lent))) => {
-                    return self.answered(&up, res, guard, asked, lent, &mut client_upgrade);
+                    return self.answered(up, res, guard, asked, lent, &mut client_upgrade);
                 }
                 Ok(Err(e)) => e,
-                Err(_) => return self.timed_out(&up),
+                Err(_) => return self.timed_out(up),
             };
-            if let Err(r) = self.failed(&up, &e, may_retry, &tried) {
+            if let Err(r) = self.failed(up, &e, may_retry, &tried) {
                 return r.response();
             }
             body = Some(ReqBody::Empty);
@@ -881,7 +889,7 @@ impl Drop for InFlight {
 /// off when it sends nothing for `idle`.
 pub struct UpstreamBody {
     inner: UpstreamRes,
-    _guard: InFlight,
+    _guard: Option<InFlight>,
     idle: Duration,
     /// The pooled connection it came on, given back once the body has ended.
     lent: Option<pool::Lent>,
@@ -992,7 +1000,7 @@ impl Body for UpstreamBody {
 
 fn respond(
     res: Response<UpstreamRes>,
-    guard: InFlight,
+    guard: Option<InFlight>,
     idle: Duration,
     lent: Option<pool::Lent>,
 ) -> Response<GateBody> {

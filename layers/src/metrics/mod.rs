@@ -45,7 +45,7 @@ mod service;
 pub use body::{MetricsBody, MetricsEnd};
 pub use histogram::{latency_histogram, LatencyHistogram};
 pub use layer::MetricsLayer;
-pub use route::{refresh, RouteMetrics, Started};
+pub use route::{refresh, sharded_counter, RouteMetrics, ShardedCounter, Started};
 pub use service::{Metrics, ResponseFuture};
 
 pub use metrics_exporter_prometheus::PrometheusHandle;

@@ -45,6 +45,45 @@ impl Slot {
     }
 }
 
+/// A counter of the recorder's, counted per thread on the hot path and handed to the
+/// recorder by [`refresh`]. Get one with [`sharded_counter`].
+pub struct ShardedCounter(Slot);
+
+impl ShardedCounter {
+    pub fn increment(&self, n: u64) {
+        self.0.tally.add(n);
+    }
+}
+
+impl std::fmt::Debug for ShardedCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ShardedCounter({})", self.0.tally.get())
+    }
+}
+
+/// By metric name and label value: made once, kept, so a reload counts on.
+type Counters = Vec<(&'static str, String, &'static ShardedCounter)>;
+static COUNTERS: Mutex<Counters> = Mutex::new(Vec::new());
+
+/// The counter of metric `name` whose one label `label` is `value`, for a count taken on
+/// every request: made on first use and kept for the life of the process (asking again
+/// gives the same one). Values should be bounded, such as upstream addresses from the
+/// configuration.
+pub fn sharded_counter(
+    name: &'static str,
+    label: &'static str,
+    value: &str,
+) -> &'static ShardedCounter {
+    let mut all = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, c)) = all.iter().find(|(n, v, _)| *n == name && v == value) {
+        return c;
+    }
+    let counter = metrics::counter!(name, label => value.to_string());
+    let c: &'static ShardedCounter = Box::leak(Box::new(ShardedCounter(Slot::new(counter))));
+    all.push((name, value.to_string(), c));
+    c
+}
+
 /// Every route's counts, for [`refresh`]; and requests started and finished, whose
 /// difference is the in-flight gauge.
 static ROUTES: Mutex<Vec<Arc<Shared>>> = Mutex::new(Vec::new());
@@ -57,6 +96,9 @@ static FINISHED: Tally = Tally::new();
 /// [`render`]: super::render
 /// [`PrometheusHandle`]: super::PrometheusHandle
 pub fn refresh() {
+    for c in COUNTERS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        c.2 .0.refresh();
+    }
     let routes = ROUTES.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for r in routes {
         r.bytes.refresh();
@@ -173,5 +215,26 @@ impl Shared {
 impl AsRef<RouteMetrics> for RouteMetrics {
     fn as_ref(&self) -> &RouteMetrics {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sharded_counter_asked_for_again_counts_on() {
+        let a = sharded_counter("test_sharded_total", "upstream", "a:1");
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| (0..100).for_each(|_| a.increment(1)));
+            }
+        });
+        let again = sharded_counter("test_sharded_total", "upstream", "a:1");
+        assert!(std::ptr::eq(a, again));
+        again.increment(2);
+        assert_eq!(a.0.tally.get(), 402);
+        let other = sharded_counter("test_sharded_total", "upstream", "b:1");
+        assert_eq!(other.0.tally.get(), 0);
     }
 }
