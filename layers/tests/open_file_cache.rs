@@ -239,6 +239,8 @@ async fn inactive_entries_go_and_close_their_files() {
     );
     cache.get("/cold.txt").await;
     cache.get("/hot.txt").await;
+    // A hit: this thread keeps a copy of its own, which must go with the entry.
+    assert!(cache.lookup("/cold.txt").is_some());
     assert_eq!(held(), 1);
     std::fs::remove_file(&cold).unwrap();
     assert_eq!(held(), 1, "the deleted file is still open");

@@ -1,6 +1,6 @@
 use super::entry::{Check, Resolved};
 use super::resolve::Resolver;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,9 @@ pub(crate) struct Cached {
     /// ... and last served, to within `touch_ms` (so that a hot entry's cache line is
     /// written at most once a second, not on every request).
     used_at: AtomicU64,
+    /// Out of the cache (evicted, expired or found stale): threads' copies of it are not
+    /// served again.
+    gone: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -93,6 +96,8 @@ struct Inner {
     evictions: Arc<AtomicU64>,
     expired: AtomicU64,
     id: u64,
+    /// Each thread's copies of its hits ([`super::front`]).
+    fronts: super::front::Fronts,
 }
 
 /// Counts entries pushed out to make room (not those found stale and removed).
@@ -104,7 +109,8 @@ impl quick_cache::Lifecycle<String, Arc<Cached>> for CountEvictions {
 
     fn begin_request(&self) {}
 
-    fn on_evict(&self, _: &mut (), _: String, _: Arc<Cached>) {
+    fn on_evict(&self, _: &mut (), _: String, c: Arc<Cached>) {
+        c.gone.store(true, Ordering::Relaxed);
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -158,6 +164,7 @@ impl FileCache {
                 evictions,
                 expired: AtomicU64::new(0),
                 id: crate::tally::next_id(),
+                fronts: Default::default(),
             }),
         };
         if !cache.inner.opts.inactive.is_zero() {
@@ -181,27 +188,54 @@ impl FileCache {
     }
 
     fn check(&self, key: &str) -> Option<Resolved> {
+        if let Some(r) = self.inner.fronts.lookup(key, |c| self.fresh(key, c, true)) {
+            return Some(r);
+        }
         let cached = self.inner.map.get(key)?;
+        if !self.fresh(key, &cached, false) {
+            return None;
+        }
+        Some(self.inner.fronts.insert(key, &cached))
+    }
+
+    /// Whether `cached` may answer now, per the validity rule; one that may not is taken
+    /// out of the cache. `from_front`: the hit came from a thread's copy, so the cache has
+    /// not seen it.
+    fn fresh(&self, key: &str, cached: &Arc<Cached>, from_front: bool) -> bool {
+        if cached.gone.load(Ordering::Relaxed) {
+            return false;
+        }
         let now = self.inner.now_ms();
         let fresh = if self.inner.opts.strict {
             match cached.check.quick() {
                 Some(false) => false,
                 // The descriptors are unchanged; their paths are checked again once a
                 // second (or per `valid`, if shorter).
-                Some(true) => self.trusted_or_rechecked(&cached, now, self.inner.path_recheck_ms),
+                Some(true) => self.trusted_or_rechecked(cached, now, self.inner.path_recheck_ms),
                 None => cached.check.still_valid(),
             }
         } else {
-            self.trusted_or_rechecked(&cached, now, self.inner.opts.valid.as_millis() as u64)
+            self.trusted_or_rechecked(cached, now, self.inner.opts.valid.as_millis() as u64)
         };
         if fresh {
             if now.saturating_sub(cached.used_at.load(Ordering::Relaxed)) >= self.inner.touch_ms {
                 cached.used_at.store(now, Ordering::Relaxed);
+                if from_front {
+                    // Now and then, so that eviction still sees which entries are hot.
+                    let _ = self.inner.map.get(key);
+                }
             }
-            return Some(cached.resolved.clone());
+            return true;
         }
-        self.inner.map.remove(key);
-        None
+        let removed = self
+            .inner
+            .map
+            .remove_if(key, |c| Arc::ptr_eq(c, cached))
+            .is_some();
+        if removed {
+            cached.gone.store(true, Ordering::Relaxed);
+        }
+        false
     }
 
     /// Whether an entry checked within the last `window_ms` is trusted, or past that passes
@@ -271,6 +305,7 @@ impl FileCache {
             check,
             checked_at: AtomicU64::new(now),
             used_at: AtomicU64::new(now),
+            gone: AtomicBool::new(false),
         });
         let _ = guard.insert(cached);
         resolved
@@ -337,10 +372,12 @@ impl Inner {
         self.map.retain(|_, c| {
             let keep = now.saturating_sub(c.used_at.load(Ordering::Relaxed)) < inactive;
             if !keep {
+                c.gone.store(true, Ordering::Relaxed);
                 self.expired.fetch_add(1, Ordering::Relaxed);
             }
             keep
         });
+        self.fronts.prune(|c| c.gone.load(Ordering::Relaxed));
     }
 }
 
@@ -419,5 +456,47 @@ mod sweeper {
             }
             caches = CACHES.lock().unwrap_or_else(|e| e.into_inner());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::open_file_cache::FileEntry;
+
+    fn entry(r: Option<Resolved>) -> Arc<FileEntry> {
+        match r {
+            Some(Resolved::File(f)) => f,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_threads_copy_is_its_own_and_goes_with_its_entry() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::write(d.path().join("a.txt"), "hello").expect("write");
+        let cache = FileCache::new(
+            Resolver::new(d.path()).expect("root"),
+            CacheOptions::default(),
+        );
+        cache.get("/a.txt").await;
+        let first = entry(cache.lookup("/a.txt"));
+        let shared = cache.inner.map.get("/a.txt").expect("cached");
+        let Resolved::File(shared_file) = &shared.resolved else {
+            panic!("{:?}", shared.resolved);
+        };
+        // Nothing of the copy is counted by another thread's requests.
+        assert!(!Arc::ptr_eq(&first, shared_file));
+        assert_ne!(
+            first.etag.as_bytes().as_ptr(),
+            shared_file.etag.as_bytes().as_ptr()
+        );
+        assert_eq!(first.body, shared_file.body);
+        assert_eq!(first.headers, shared_file.headers);
+        assert!(Arc::ptr_eq(&first, &entry(cache.lookup("/a.txt"))));
+        // Out of the cache, as an eviction takes it: the copy is not served either.
+        cache.inner.map.remove("/a.txt");
+        shared.gone.store(true, Ordering::Relaxed);
+        assert!(cache.lookup("/a.txt").is_none());
     }
 }

@@ -39,6 +39,7 @@
 
 mod cache;
 mod entry;
+mod front;
 mod future;
 mod layer;
 mod mime;
