@@ -31,6 +31,7 @@ pub mod metrics;
 #[cfg(feature = "open-file-cache")]
 pub mod open_file_cache;
 pub mod path;
+mod per_thread;
 #[cfg(feature = "precompress")]
 pub mod precompress;
 #[cfg(feature = "rate-limit")]

@@ -164,7 +164,7 @@ impl FileCache {
                 evictions,
                 expired: AtomicU64::new(0),
                 id: crate::tally::next_id(),
-                fronts: Default::default(),
+                fronts: super::front::Fronts::new(budget),
             }),
         };
         if !cache.inner.opts.inactive.is_zero() {

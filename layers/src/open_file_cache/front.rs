@@ -1,64 +1,35 @@
-//! Each thread's own copies of recent hits.
+//! Each thread's own copies of recent hits ([`crate::per_thread`]).
 //!
-//! A hit in the shared cache writes cache lines that every core serving the same files
-//! shares: the shard's read lock, the entry's S3-FIFO frequency, the reference counts of
-//! the entry and of the answer, and those of the cached header values cloned into each
-//! response. In an https-1k profile those writes, each waiting for the other core's copy of
-//! its line, were about a tenth of gatehouse's user time. A thread's copy of an answer is
-//! touched by that thread alone; the shared entry still decides whether it may be served
-//! (its checks, and whether it is still in the cache), which only reads its lines.
+//! A hit in the shared cache wrote the shard's read lock, the entry's S3-FIFO frequency,
+//! the reference counts of the entry and of the answer, and those of the cached header
+//! values cloned into each response: in an https-1k profile, about a tenth of gatehouse's
+//! user time waited on those lines. The shared entry still decides whether a copy may be
+//! served (its checks, and whether it is still in the cache), which only reads its lines.
 
 use super::cache::Cached;
 use super::entry::{FileEntry, Resolved};
-use crate::tally::{slot, SLOTS};
+use crate::per_thread::PerThread;
 use http::{HeaderMap, HeaderValue};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-/// Per thread slot: past either bound the slot's copies are all dropped (a hot file is
-/// copied again on its next hit).
-const MAX_ENTRIES: usize = 1024;
-const MAX_BYTES: usize = 8 << 20;
 /// Bodies up to this size are copied; a larger one is shared, one count per request.
 const MAX_COPIED_BODY: usize = 64 * 1024;
 
 struct Entry {
     cached: Arc<Cached>,
     local: Resolved,
-    bytes: usize,
 }
 
-#[derive(Default)]
-struct Front {
-    map: HashMap<Box<str>, Entry, quick_cache::DefaultHashBuilder>,
-    bytes: usize,
-}
-
-/// One cache's copies, by thread slot ([`crate::tally`]'s): each slot's lock is taken by
-/// its own thread, so it stays in that core's cache; the sweeper takes it to drop copies
-/// of entries gone from the cache, closing their descriptors.
-pub(super) struct Fronts {
-    slots: [Slot; SLOTS],
-}
-
-#[repr(align(128))]
-#[derive(Default)]
-struct Slot(Mutex<Front>);
-
-impl Default for Fronts {
-    fn default() -> Self {
-        Fronts {
-            slots: std::array::from_fn(|_| Slot::default()),
-        }
-    }
-}
+/// One cache's copies, by thread slot. The sweeper drops copies of entries gone from the
+/// cache, closing their descriptors.
+pub(super) struct Fronts(PerThread<Box<str>, Entry>);
 
 impl Fronts {
-    fn mine(&self) -> std::sync::MutexGuard<'_, Front> {
-        self.slots[slot()]
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    /// Each slot's copies within an eighth of the cache's byte budget.
+    pub(super) fn new(budget: u64) -> Fronts {
+        Fronts(PerThread::with_max_bytes(
+            usize::try_from(budget / 8).unwrap_or(usize::MAX),
+        ))
     }
 
     /// This thread's copy of `key`'s answer, when it has one and `valid` (given the shared
@@ -68,52 +39,31 @@ impl Fronts {
         key: &str,
         valid: impl FnOnce(&Arc<Cached>) -> bool,
     ) -> Option<Resolved> {
-        let mut f = self.mine();
-        let e = f.map.get(key)?;
+        let mut mine = self.0.mine();
+        let e = mine.get(key)?;
         if valid(&e.cached) {
             return Some(e.local.clone());
         }
-        if let Some(e) = f.map.remove(key) {
-            f.bytes -= e.bytes;
-        }
+        mine.remove(key);
         None
     }
 
     /// Keeps a copy of `cached`'s answer for this thread, and returns it.
     pub(super) fn insert(&self, key: &str, cached: &Arc<Cached>) -> Resolved {
         let (local, body) = private_copy(&cached.resolved);
-        let bytes = body + key.len() + 256;
-        let mut f = self.mine();
-        if f.map.len() >= MAX_ENTRIES || f.bytes + bytes > MAX_BYTES {
-            f.map.clear();
-            f.bytes = 0;
-        }
         let entry = Entry {
             cached: cached.clone(),
             local: local.clone(),
-            bytes,
         };
-        f.bytes += bytes;
-        if let Some(old) = f.map.insert(key.into(), entry) {
-            f.bytes -= old.bytes;
-        }
+        self.0
+            .mine()
+            .insert(key.into(), entry, body + key.len() + 256);
         local
     }
 
     /// Drops every copy of an entry no longer in the cache.
     pub(super) fn prune(&self, gone: impl Fn(&Cached) -> bool) {
-        for s in &self.slots {
-            let mut f = s.0.lock().unwrap_or_else(|e| e.into_inner());
-            let mut freed = 0;
-            f.map.retain(|_, e| {
-                let keep = !gone(&e.cached);
-                if !keep {
-                    freed += e.bytes;
-                }
-                keep
-            });
-            f.bytes -= freed;
-        }
+        self.0.prune(|e| gone(&e.cached));
     }
 }
 

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::HeaderValue;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
@@ -26,6 +26,8 @@ pub(crate) struct Variant {
     pub body: Option<Bytes>,
     pub etag: HeaderValue,
     pub len: HeaderValue,
+    /// Out of the store: threads' copies of it are not served again. Shared by the copies.
+    gone: Arc<AtomicBool>,
 }
 
 impl Variant {
@@ -34,9 +36,36 @@ impl Variant {
             len: HeaderValue::from(body.as_ref().map_or(0, |b| b.len())),
             etag: variant_etag(etag, enc),
             body,
+            gone: Arc::default(),
+        }
+    }
+
+    /// A copy that shares no reference count with this one (but for the `gone` flag,
+    /// which it only reads).
+    fn private_copy(&self) -> Variant {
+        let copy = |v: &HeaderValue| {
+            HeaderValue::from_maybe_shared(Bytes::copy_from_slice(v.as_bytes()))
+                .unwrap_or_else(|_| v.clone())
+        };
+        Variant {
+            body: self.body.as_deref().map(Bytes::copy_from_slice),
+            etag: copy(&self.etag),
+            len: copy(&self.len),
+            gone: self.gone.clone(),
         }
     }
 }
+
+/// A thread's copy of a variant ([`crate::per_thread`]), and when this thread last told
+/// the store it was used.
+struct ThreadCopy {
+    local: Arc<Variant>,
+    touched_ms: std::cell::Cell<u64>,
+}
+
+/// Variants with bodies up to this size are copied per thread; larger ones are served
+/// from the store.
+const MAX_COPIED_BODY: usize = 64 * 1024;
 
 /// The variant's own strong validator: the original's with `-<coding>` inside the quotes,
 /// so that each representation has a distinct `ETag` (RFC 9110 §8.8.3).
@@ -81,6 +110,9 @@ struct Inner {
     misses: AtomicU64,
     evictions: Arc<AtomicU64>,
     id: u64,
+    /// Each thread's copies of the variants it served: a hit in the store writes its
+    /// shared read buffer and the variant's reference counts, lines every core shares.
+    copies: crate::per_thread::PerThread<Key, ThreadCopy>,
 }
 
 /// Takes a finished flight out of the map, and an abandoned one: when its last waiter is
@@ -117,7 +149,8 @@ impl VariantCache {
         let evictions = Arc::new(AtomicU64::new(0));
         let counted = evictions.clone();
         let map = moka::sync::Cache::builder()
-            .eviction_listener(move |_, _, cause| {
+            .eviction_listener(move |_, v: Arc<Variant>, cause| {
+                v.gone.store(true, Ordering::Relaxed);
                 if cause == moka::notification::RemovalCause::Size {
                     counted.fetch_add(1, Ordering::Relaxed);
                 }
@@ -144,6 +177,9 @@ impl VariantCache {
                 misses: AtomicU64::new(0),
                 evictions,
                 id: crate::tally::next_id(),
+                copies: crate::per_thread::PerThread::with_max_bytes(
+                    usize::try_from(max_bytes / 8).unwrap_or(usize::MAX),
+                ),
             }),
         }
     }
@@ -152,13 +188,48 @@ impl VariantCache {
         self.inner.map.get(key)
     }
 
-    /// [`get`](Self::get) for a request, counted as a hit when found.
+    /// [`get`](Self::get) for a request, counted as a hit when found: from this thread's
+    /// copy when it has one, else from the store (and then copied for this thread).
     pub(crate) fn lookup(&self, key: &Key) -> Option<Arc<Variant>> {
-        let v = self.get(key);
+        let v = self.copied(key).or_else(|| {
+            let v = self.get(key)?;
+            Some(self.copy(key, v))
+        });
         if v.is_some() {
             self.inner.hits.add(1);
         }
         v
+    }
+
+    fn copied(&self, key: &Key) -> Option<Arc<Variant>> {
+        let mut mine = self.inner.copies.mine();
+        let c = mine.get(key)?;
+        if !c.local.gone.load(Ordering::Relaxed) {
+            let now = crate::clock::coarse_ms();
+            if now.saturating_sub(c.touched_ms.get()) >= 1000 {
+                // Once a second, so that the store's eviction still sees it used.
+                c.touched_ms.set(now);
+                let _ = self.inner.map.get(key);
+            }
+            return Some(c.local.clone());
+        }
+        mine.remove(key);
+        None
+    }
+
+    fn copy(&self, key: &Key, v: Arc<Variant>) -> Arc<Variant> {
+        let body = v.body.as_ref().map_or(0, Bytes::len);
+        if body > MAX_COPIED_BODY {
+            return v;
+        }
+        let local = Arc::new(v.private_copy());
+        let c = ThreadCopy {
+            local: local.clone(),
+            touched_ms: std::cell::Cell::new(crate::clock::coarse_ms()),
+        };
+        let bytes = body + key.etag.len() + ENTRY_OVERHEAD as usize;
+        self.inner.copies.mine().insert(key.clone(), c, bytes);
+        local
     }
 
     /// Tells this cache from every other made in this process (clones share it).
@@ -276,6 +347,37 @@ impl std::fmt::Debug for VariantCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(resource: u64) -> Key {
+        Key {
+            resource,
+            etag: HeaderValue::from_static("\"v1\""),
+            encoding: Encoding::Gzip,
+        }
+    }
+
+    #[test]
+    fn a_threads_copy_is_its_own_and_goes_with_its_variant() {
+        let cache = VariantCache::new(1 << 20);
+        let k = key(1);
+        let body = Bytes::from_static(b"compressed bytes");
+        let stored = Arc::new(Variant::new(Some(body), &k.etag, k.encoding));
+        cache.inner.map.insert(k.clone(), stored.clone());
+        let first = cache.lookup(&k).expect("a hit");
+        // Nothing of the copy is counted by another thread's requests.
+        assert!(!Arc::ptr_eq(&first, &stored));
+        let (a, b) = (first.body.as_ref(), stored.body.as_ref());
+        assert_eq!(a, b);
+        assert_ne!(a.map(|b| b.as_ptr()), b.map(|b| b.as_ptr()));
+        assert_eq!(first.etag, "\"v1-gzip\"");
+        assert!(Arc::ptr_eq(&first, &cache.lookup(&k).expect("a hit")));
+        assert_eq!(cache.hits(), 2);
+        // Out of the store: the copy is not served either.
+        cache.inner.map.invalidate(&k);
+        cache.sync();
+        assert!(cache.lookup(&key(1)).is_none());
+        assert_eq!(cache.hits(), 2);
+    }
 
     #[test]
     fn variant_etags_differ_per_coding() {

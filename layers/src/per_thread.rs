@@ -1,0 +1,155 @@
+//! A small map per thread slot ([`crate::tally`]'s), for the caches' copies of their hits.
+//!
+//! A hit in a shared cache writes lines every core serving the same entries shares (locks,
+//! reference counts, eviction bookkeeping), and each such write waits for the other core's
+//! copy of the line. A thread's own copy is touched by that thread alone: its slot's lock
+//! stays in its core's cache. The owning cache still decides whether a copy may be served.
+
+use crate::tally::{slot, SLOTS};
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Mutex, MutexGuard};
+
+/// Per slot: past either bound the slot's copies are all dropped (a hot entry is copied
+/// again on its next hit). The byte bound may be set lower, to a share of a cache's budget.
+const MAX_ENTRIES: usize = 1024;
+const MAX_BYTES: usize = 8 << 20;
+
+pub(crate) struct PerThread<K, V> {
+    slots: [Slot<K, V>; SLOTS],
+}
+
+#[repr(align(128))]
+struct Slot<K, V>(Mutex<Copies<K, V>>);
+
+/// One slot's copies, each with the bytes it accounts for.
+pub(crate) struct Copies<K, V> {
+    map: HashMap<K, (V, usize), quick_cache::DefaultHashBuilder>,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl<K, V> Default for PerThread<K, V> {
+    fn default() -> Self {
+        PerThread::with_max_bytes(MAX_BYTES)
+    }
+}
+
+impl<K, V> PerThread<K, V> {
+    /// Slots holding at most `max_bytes` each (and at most 8 MiB).
+    pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
+        PerThread {
+            slots: std::array::from_fn(|_| {
+                Slot(Mutex::new(Copies {
+                    map: HashMap::default(),
+                    bytes: 0,
+                    max_bytes: max_bytes.min(MAX_BYTES),
+                }))
+            }),
+        }
+    }
+}
+
+impl<K: Hash + Eq, V> PerThread<K, V> {
+    /// The calling thread's copies.
+    pub(crate) fn mine(&self) -> MutexGuard<'_, Copies<K, V>> {
+        self.slots[slot()]
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops, in every slot, the copies `drop` picks.
+    pub(crate) fn prune(&self, drop: impl Fn(&V) -> bool) {
+        for s in &self.slots {
+            s.0.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|v| !drop(v));
+        }
+    }
+}
+
+impl<K: Hash + Eq, V> Copies<K, V> {
+    pub(crate) fn get<Q>(&self, k: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.get(k).map(|(v, _)| v)
+    }
+
+    pub(crate) fn remove<Q>(&mut self, k: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if let Some((_, bytes)) = self.map.remove(k) {
+            self.bytes -= bytes;
+        }
+    }
+
+    /// Keeps `v`, accounted as `bytes`; a full slot is emptied first.
+    pub(crate) fn insert(&mut self, k: K, v: V, bytes: usize) {
+        if let Some((_, old)) = self.map.remove(&k) {
+            self.bytes -= old;
+        }
+        if self.map.len() >= MAX_ENTRIES || self.bytes + bytes > self.max_bytes {
+            self.map.clear();
+            self.bytes = 0;
+        }
+        self.bytes += bytes;
+        self.map.insert(k, (v, bytes));
+    }
+
+    fn retain(&mut self, keep: impl Fn(&V) -> bool) {
+        let mut freed = 0;
+        self.map.retain(|_, (v, bytes)| {
+            let k = keep(v);
+            if !k {
+                freed += *bytes;
+            }
+            k
+        });
+        self.bytes -= freed;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_stays_within_its_bounds() {
+        let p: PerThread<u32, u32> = PerThread::default();
+        let mut c = p.mine();
+        for i in 0..MAX_ENTRIES as u32 {
+            c.insert(i, i, 10);
+        }
+        assert_eq!(c.map.len(), MAX_ENTRIES);
+        assert_eq!(c.bytes, 10 * MAX_ENTRIES);
+        c.insert(7, 70, 20);
+        assert_eq!((c.map.len(), c.bytes), (MAX_ENTRIES, 10 * MAX_ENTRIES + 10));
+        // One more: the slot is emptied, then holds it.
+        c.insert(5000, 1, 10);
+        assert_eq!((c.map.len(), c.bytes), (1, 10));
+        drop(c);
+        let small: PerThread<u32, u32> = PerThread::with_max_bytes(100);
+        let mut s = small.mine();
+        s.insert(1, 1, 60);
+        s.insert(2, 2, 60);
+        assert_eq!((s.get(&1), s.get(&2), s.bytes), (None, Some(&2), 60));
+        drop(s);
+        let mut c = p.mine();
+        c.insert(1, 1, MAX_BYTES);
+        assert_eq!((c.map.len(), c.bytes), (1, MAX_BYTES));
+        c.remove(&1);
+        assert_eq!((c.map.len(), c.bytes), (0, 0));
+        c.insert(2, 2, 5);
+        c.insert(3, 3, 6);
+        drop(c);
+        p.prune(|v| *v == 2);
+        let c = p.mine();
+        assert_eq!(c.get(&2), None);
+        assert_eq!((c.get(&3), c.bytes), (Some(&3), 6));
+    }
+}
