@@ -31,6 +31,7 @@ pub mod metrics;
 #[cfg(feature = "open-file-cache")]
 pub mod open_file_cache;
 pub mod path;
+#[cfg(any(feature = "open-file-cache", feature = "precompress"))]
 mod per_thread;
 #[cfg(feature = "precompress")]
 pub mod precompress;

@@ -7,7 +7,7 @@
 
 use crate::tally::{slot, SLOTS};
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::{Mutex, MutexGuard};
 
 /// Per slot: past either bound the slot's copies are all dropped (a hot entry is copied
@@ -15,27 +15,22 @@ use std::sync::{Mutex, MutexGuard};
 const MAX_ENTRIES: usize = 1024;
 const MAX_BYTES: usize = 8 << 20;
 
-pub(crate) struct PerThread<K, V> {
-    slots: [Slot<K, V>; SLOTS],
+/// `S` hashes the keys: the owning cache's own (fast, randomly keyed) hasher.
+pub(crate) struct PerThread<K, V, S> {
+    slots: [Slot<K, V, S>; SLOTS],
 }
 
 #[repr(align(128))]
-struct Slot<K, V>(Mutex<Copies<K, V>>);
+struct Slot<K, V, S>(Mutex<Copies<K, V, S>>);
 
 /// One slot's copies, each with the bytes it accounts for.
-pub(crate) struct Copies<K, V> {
-    map: HashMap<K, (V, usize), quick_cache::DefaultHashBuilder>,
+pub(crate) struct Copies<K, V, S> {
+    map: HashMap<K, (V, usize), S>,
     bytes: usize,
     max_bytes: usize,
 }
 
-impl<K, V> Default for PerThread<K, V> {
-    fn default() -> Self {
-        PerThread::with_max_bytes(MAX_BYTES)
-    }
-}
-
-impl<K, V> PerThread<K, V> {
+impl<K, V, S: Default> PerThread<K, V, S> {
     /// Slots holding at most `max_bytes` each (and at most 8 MiB).
     pub(crate) fn with_max_bytes(max_bytes: usize) -> Self {
         PerThread {
@@ -50,9 +45,9 @@ impl<K, V> PerThread<K, V> {
     }
 }
 
-impl<K: Hash + Eq, V> PerThread<K, V> {
+impl<K: Hash + Eq, V, S: BuildHasher> PerThread<K, V, S> {
     /// The calling thread's copies.
-    pub(crate) fn mine(&self) -> MutexGuard<'_, Copies<K, V>> {
+    pub(crate) fn mine(&self) -> MutexGuard<'_, Copies<K, V, S>> {
         self.slots[slot()]
             .0
             .lock()
@@ -60,6 +55,7 @@ impl<K: Hash + Eq, V> PerThread<K, V> {
     }
 
     /// Drops, in every slot, the copies `drop` picks.
+    #[cfg_attr(not(feature = "open-file-cache"), allow(dead_code))]
     pub(crate) fn prune(&self, drop: impl Fn(&V) -> bool) {
         for s in &self.slots {
             s.0.lock()
@@ -69,7 +65,7 @@ impl<K: Hash + Eq, V> PerThread<K, V> {
     }
 }
 
-impl<K: Hash + Eq, V> Copies<K, V> {
+impl<K: Hash + Eq, V, S: BuildHasher> Copies<K, V, S> {
     pub(crate) fn get<Q>(&self, k: &Q) -> Option<&V>
     where
         K: std::borrow::Borrow<Q>,
@@ -101,6 +97,8 @@ impl<K: Hash + Eq, V> Copies<K, V> {
         self.map.insert(k, (v, bytes));
     }
 
+    // The open-file cache's sweeper prunes; the compression store has no sweeper.
+    #[cfg_attr(not(feature = "open-file-cache"), allow(dead_code))]
     fn retain(&mut self, keep: impl Fn(&V) -> bool) {
         let mut freed = 0;
         self.map.retain(|_, (v, bytes)| {
@@ -120,7 +118,7 @@ mod tests {
 
     #[test]
     fn a_slot_stays_within_its_bounds() {
-        let p: PerThread<u32, u32> = PerThread::default();
+        let p: PerThread<u32, u32, std::hash::RandomState> = PerThread::with_max_bytes(usize::MAX);
         let mut c = p.mine();
         for i in 0..MAX_ENTRIES as u32 {
             c.insert(i, i, 10);
@@ -133,7 +131,7 @@ mod tests {
         c.insert(5000, 1, 10);
         assert_eq!((c.map.len(), c.bytes), (1, 10));
         drop(c);
-        let small: PerThread<u32, u32> = PerThread::with_max_bytes(100);
+        let small: PerThread<u32, u32, std::hash::RandomState> = PerThread::with_max_bytes(100);
         let mut s = small.mine();
         s.insert(1, 1, 60);
         s.insert(2, 2, 60);

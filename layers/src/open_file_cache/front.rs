@@ -22,7 +22,7 @@ struct Entry {
 
 /// One cache's copies, by thread slot. The sweeper drops copies of entries gone from the
 /// cache, closing their descriptors.
-pub(super) struct Fronts(PerThread<Box<str>, Entry>);
+pub(super) struct Fronts(PerThread<Box<str>, Entry, quick_cache::DefaultHashBuilder>);
 
 impl Fronts {
     /// Each slot's copies within an eighth of the cache's byte budget.
@@ -50,7 +50,12 @@ impl Fronts {
 
     /// Keeps a copy of `cached`'s answer for this thread, and returns it.
     pub(super) fn insert(&self, key: &str, cached: &Arc<Cached>) -> Resolved {
-        let (local, body) = private_copy(&cached.resolved);
+        let local = private_copy(&cached.resolved);
+        // A shared body counts too: the copy keeps it alive after an eviction.
+        let body = match &cached.resolved {
+            Resolved::File(e) => e.body.as_ref().map_or(0, |b| b.len()),
+            _ => 0,
+        };
         let entry = Entry {
             cached: cached.clone(),
             local: local.clone(),
@@ -68,10 +73,10 @@ impl Fronts {
 }
 
 /// A copy sharing no reference count with `r` (but for a large body and the descriptor,
-/// counted once per request either way), and the body bytes it copied.
-fn private_copy(r: &Resolved) -> (Resolved, usize) {
+/// counted once per request either way).
+fn private_copy(r: &Resolved) -> Resolved {
     let Resolved::File(e) = r else {
-        return (r.clone(), 0);
+        return r.clone();
     };
     let copy = |v: &HeaderValue| {
         HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(v.as_bytes()))
@@ -81,9 +86,9 @@ fn private_copy(r: &Resolved) -> (Resolved, usize) {
     for (name, value) in &e.headers {
         headers.append(name.clone(), copy(value));
     }
-    let (body, copied) = match &e.body {
-        Some(b) if b.len() <= MAX_COPIED_BODY => (Some(bytes::Bytes::copy_from_slice(b)), b.len()),
-        other => (other.clone(), 0),
+    let body = match &e.body {
+        Some(b) if b.len() <= MAX_COPIED_BODY => Some(bytes::Bytes::copy_from_slice(b)),
+        other => other.clone(),
     };
     let entry = FileEntry {
         len: e.len,
@@ -97,5 +102,5 @@ fn private_copy(r: &Resolved) -> (Resolved, usize) {
         headers,
         siblings: e.siblings.clone(),
     };
-    (Resolved::File(Arc::new(entry)), copied)
+    Resolved::File(Arc::new(entry))
 }

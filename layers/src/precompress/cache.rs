@@ -112,7 +112,7 @@ struct Inner {
     id: u64,
     /// Each thread's copies of the variants it served: a hit in the store writes its
     /// shared read buffer and the variant's reference counts, lines every core shares.
-    copies: crate::per_thread::PerThread<Key, ThreadCopy>,
+    copies: crate::per_thread::PerThread<Key, ThreadCopy, ahash::RandomState>,
 }
 
 /// Takes a finished flight out of the map, and an abandoned one: when its last waiter is
