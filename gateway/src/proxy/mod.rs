@@ -763,6 +763,16 @@ struct Bare {
     client_host: bool,
 }
 
+impl Drop for Bare {
+    /// A connection checked out for a request that never went (its client left before the
+    /// future first ran) is still clean: it goes back.
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.give_back_h1(conn);
+        }
+    }
+}
+
 /// The upstreams tried so far, on the stack: at most [`Tried::MAX`] attempts.
 #[derive(Default)]
 struct Tried {

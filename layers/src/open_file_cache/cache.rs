@@ -167,9 +167,9 @@ impl FileCache {
                 fronts: super::front::Fronts::new(budget),
             }),
         };
-        if !cache.inner.opts.inactive.is_zero() {
-            sweeper::register(&cache.inner);
-        }
+        // With `inactive` zero the sweeper still drops threads' copies of entries gone from
+        // the cache, which would otherwise hold their descriptors.
+        sweeper::register(&cache.inner);
         cache
     }
 
@@ -370,6 +370,9 @@ impl Inner {
         let now = self.now_ms();
         let inactive = self.opts.inactive.as_millis() as u64;
         self.map.retain(|_, c| {
+            if inactive == 0 {
+                return true;
+            }
             let keep = now.saturating_sub(c.used_at.load(Ordering::Relaxed)) < inactive;
             if !keep {
                 c.gone.store(true, Ordering::Relaxed);
@@ -403,7 +406,10 @@ mod sweeper {
     static STARTED: OnceLock<()> = OnceLock::new();
 
     pub(super) fn register(inner: &Arc<Inner>) {
-        let period = (inner.opts.inactive / 4).clamp(MIN_PERIOD, MAX_PERIOD);
+        let period = match inner.opts.inactive {
+            Duration::ZERO => MAX_PERIOD,
+            inactive => (inactive / 4).clamp(MIN_PERIOD, MAX_PERIOD),
+        };
         CACHES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
