@@ -486,6 +486,8 @@ impl Inner {
             &parts.headers,
         );
         Ok(Bare {
+            // Counted as it is picked, so that the next request's pick sees it.
+            guard: self.count_in(&self.upstreams[i]),
             out,
             conn,
             pool,
@@ -504,7 +506,12 @@ impl Inner {
         loop {
             tried.push(i);
             let up = &self.upstreams[i];
-            let guard = self.count_in(up);
+            // The first upstream was counted when it was picked.
+            let guard = if tried.len() == 1 {
+                bare.guard.take()
+            } else {
+                self.count_in(up)
+            };
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
             let sent = tokio::time::timeout(
@@ -754,6 +761,8 @@ struct Prepared {
 /// A bodiless request on its way over [`h1`]: its head encoded, the upstream's pool, and
 /// an idle connection out of it, if there was one.
 struct Bare {
+    /// The first upstream's in-flight count, under least_requests.
+    guard: Option<InFlight>,
     out: h1::Outgoing,
     conn: Option<h1::Conn>,
     pool: Arc<pool::Pool>,
@@ -1040,6 +1049,38 @@ fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// least_requests reads the counts as it picks: a request is counted from its pick,
+    /// in the call, not from its future's first poll, so that a burst of requests called
+    /// before any is polled (HTTP/2 streams) sees the earlier ones.
+    #[test]
+    fn least_requests_counts_a_request_from_its_pick() {
+        let up = |url: &str| gatehouse_config::UpstreamConfig {
+            url: url.into(),
+            weight: 1,
+        };
+        let cfg = ProxyConfig {
+            upstreams: vec![up("http://127.0.0.1:9"), up("http://127.0.0.1:10")],
+            policy: Policy::LeastRequests,
+            ..ProxyConfig::default()
+        };
+        let proxy = Proxy::new(&cfg).expect("proxy");
+        let call = || {
+            let req = Request::new(http_body_util::Empty::<Bytes>::new());
+            proxy.serve(req, ConnInfo::default())
+        };
+        let counts = || -> Vec<u32> { proxy.upstreams().iter().map(|u| u.in_flight()).collect() };
+        let (a, b) = (call(), call());
+        assert_eq!(counts().iter().sum::<u32>(), 2, "{:?}", counts());
+        // The second pick saw the first: one each.
+        assert_eq!(counts(), [1, 1]);
+        drop((a, b));
+        assert_eq!(
+            counts(),
+            [0, 0],
+            "a future dropped unpolled uncounts its request"
+        );
+    }
 
     /// The common request's future is boxed once per request: kept within glibc's
     /// per-thread cache (chunks up to 1032 bytes), its allocation takes no lock and no
