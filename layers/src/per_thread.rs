@@ -15,6 +15,16 @@ use std::sync::{Mutex, MutexGuard};
 const MAX_ENTRIES: usize = 1024;
 const MAX_BYTES: usize = 8 << 20;
 
+/// Bodies up to this size are copied per thread; larger ones are shared (their count is
+/// touched once per request, against a body's many writes).
+pub(crate) const MAX_COPIED_BODY: usize = 64 * 1024;
+
+/// A header value with bytes of its own, so that cloning it touches no shared count.
+pub(crate) fn unshared(v: &http::HeaderValue) -> http::HeaderValue {
+    http::HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(v.as_bytes()))
+        .unwrap_or_else(|_| v.clone())
+}
+
 /// `S` hashes the keys: the owning cache's own (fast, randomly keyed) hasher.
 pub(crate) struct PerThread<K, V, S> {
     slots: [Slot<K, V, S>; SLOTS],

@@ -8,12 +8,9 @@
 
 use super::cache::Cached;
 use super::entry::{FileEntry, Resolved};
-use crate::per_thread::PerThread;
-use http::{HeaderMap, HeaderValue};
+use crate::per_thread::{unshared, PerThread, MAX_COPIED_BODY};
+use http::HeaderMap;
 use std::sync::Arc;
-
-/// Bodies up to this size are copied; a larger one is shared, one count per request.
-const MAX_COPIED_BODY: usize = 64 * 1024;
 
 struct Entry {
     cached: Arc<Cached>,
@@ -78,13 +75,9 @@ fn private_copy(r: &Resolved) -> Resolved {
     let Resolved::File(e) = r else {
         return r.clone();
     };
-    let copy = |v: &HeaderValue| {
-        HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(v.as_bytes()))
-            .unwrap_or_else(|_| v.clone())
-    };
     let mut headers = HeaderMap::with_capacity(e.headers.len());
     for (name, value) in &e.headers {
-        headers.append(name.clone(), copy(value));
+        headers.append(name.clone(), unshared(value));
     }
     let body = match &e.body {
         Some(b) if b.len() <= MAX_COPIED_BODY => Some(bytes::Bytes::copy_from_slice(b)),
@@ -93,9 +86,9 @@ fn private_copy(r: &Resolved) -> Resolved {
     let entry = FileEntry {
         len: e.len,
         modified: e.modified,
-        etag: copy(&e.etag),
-        last_modified: copy(&e.last_modified),
-        content_type: copy(&e.content_type),
+        etag: unshared(&e.etag),
+        last_modified: unshared(&e.last_modified),
+        content_type: unshared(&e.content_type),
         body,
         file: e.file.clone(),
         path: e.path.clone(),

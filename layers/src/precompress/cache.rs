@@ -1,6 +1,7 @@
 //! Encoded variants, kept in memory by version.
 
 use super::negotiate::Encoding;
+use crate::per_thread::{unshared, MAX_COPIED_BODY};
 use bytes::Bytes;
 use http::HeaderValue;
 use std::collections::HashMap;
@@ -43,14 +44,10 @@ impl Variant {
     /// A copy that shares no reference count with this one (but for the `gone` flag,
     /// which it only reads).
     fn private_copy(&self) -> Variant {
-        let copy = |v: &HeaderValue| {
-            HeaderValue::from_maybe_shared(Bytes::copy_from_slice(v.as_bytes()))
-                .unwrap_or_else(|_| v.clone())
-        };
         Variant {
             body: self.body.as_deref().map(Bytes::copy_from_slice),
-            etag: copy(&self.etag),
-            len: copy(&self.len),
+            etag: unshared(&self.etag),
+            len: unshared(&self.len),
             gone: self.gone.clone(),
         }
     }
@@ -62,10 +59,6 @@ struct ThreadCopy {
     local: Arc<Variant>,
     touched_ms: std::cell::Cell<u64>,
 }
-
-/// Variants with bodies up to this size are copied per thread; larger ones are served
-/// from the store.
-const MAX_COPIED_BODY: usize = 64 * 1024;
 
 /// The variant's own strong validator: the original's with `-<coding>` inside the quotes,
 /// so that each representation has a distinct `ETag` (RFC 9110 §8.8.3).
