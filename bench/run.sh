@@ -21,8 +21,11 @@ WARMUP=${WARMUP:-2s}
 # (this machine's figures drift more between minutes than between servers in one minute).
 ROUNDS=${ROUNDS:-1}
 # FLOOR=1: also bench bench/floor.c (built here with cc), a server that does one read and one
-# write per request and nothing else, as the lower bound for static-1k and text-gzip.
+# write per request and nothing else, as the lower bound for static-1k and text-gzip; and
+# hyper-floor, hyper alone answering with the file from memory (gateway/examples/bare_hyper.rs,
+# HYPER_FLOOR, built here with cargo when missing).
 FLOOR=${FLOOR:-}
+HYPER_FLOOR=${HYPER_FLOOR:-$ROOT/target/release/examples/bare_hyper}
 SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k,idle-1000}
 # idle-1000: IDLE_CONNECTIONS held open and mostly idle (one request at the start, one at
 # the end), beside IDLE_ACTIVE connections making IDLE_RATE requests a second in all.
@@ -296,13 +299,17 @@ EOF
 }
 
 # The floor (bench/floor.c): the scenario's file from memory, gzip'ed once for text-gzip.
-start_floor() { # scenario
+start_floor() { # scenario [hyper]
   local file="$WWW/1k.bin" enc=""
   if [ "$1" = text-gzip ]; then
     gzip -6 -n -c "$WWW/app.js" > "$WORK/app.js.gz"
     file="$WORK/app.js.gz" enc=gzip
   fi
-  "$WORK/floor" "$PORT_FLOOR" "$file" $enc 2>> "$WORK/floor.log" &
+  if [ "${2:-}" = hyper ]; then
+    "$HYPER_FLOOR" "127.0.0.1:$PORT_FLOOR" "$file" $enc 2>> "$WORK/floor.log" &
+  else
+    "$WORK/floor" "$PORT_FLOOR" "$file" $enc 2>> "$WORK/floor.log" &
+  fi
   SERVER_PIDS=($!)
   wait_port "$PORT_FLOOR"
 }
@@ -537,7 +544,7 @@ run_server() { # scenario server
     p_gh=$TLS_GH p_nginx=$TLS_NGINX p_caddy=$TLS_CADDY
   fi
   # The floor only answers plain HTTP from memory: it has no other scenario to skip.
-  if [ "$server" = floor ]; then
+  if [ "$server" = floor ] || [ "$server" = hyper-floor ]; then
     case "$scenario" in static-1k | text-gzip) ;; *) return 0 ;; esac
   fi
   missing=$(lacks "$scenario" "$server")
@@ -562,6 +569,9 @@ run_server() { # scenario server
     floor)
       start_floor "$scenario" || { say "  the floor did not start"; stop_server; return 0; }
       measure "$scenario" floor "$PORT_FLOOR" ;;
+    hyper-floor)
+      start_floor "$scenario" hyper || { say "  hyper-floor did not start"; stop_server; return 0; }
+      measure "$scenario" hyper-floor "$PORT_FLOOR" ;;
   esac
   stop_server
   [ "$scenario" = log-1k ] && count_log_lines "$server"
@@ -580,6 +590,14 @@ if [ "$FLOOR" = 1 ]; then
     SERVERS+=(floor)
   else
     say "FLOOR: bench/floor.c did not build (a C compiler is needed): skipped"
+  fi
+  if [ ! -x "$HYPER_FLOOR" ] && [ "$HYPER_FLOOR" = "$ROOT/target/release/examples/bare_hyper" ]; then
+    (cd "$ROOT" && cargo build -q --release -p gatehouse --example bare_hyper) 2>> "$WORK/floor.log"
+  fi
+  if [ -x "$HYPER_FLOOR" ]; then
+    SERVERS+=(hyper-floor)
+  else
+    say "FLOOR: $HYPER_FLOOR is missing and did not build: hyper-floor skipped"
   fi
 fi
 

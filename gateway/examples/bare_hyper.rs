@@ -1,7 +1,8 @@
-//! The floor for `static-1k`: hyper alone answering every request with the same 1 KiB
-//! `Bytes`, on one current-thread runtime per core, as gatehouse's per-core mode does.
-//! `cargo run --release --example bare_hyper -- 127.0.0.1:18080 [body-bytes]`, then load it like the
-//! bench does, to see how far gatehouse's own work is from what hyper costs.
+//! hyper's floor: hyper alone answering every request with the same `Bytes` (a file read
+//! once at start), on one current-thread runtime per core, as gatehouse's per-core mode does.
+//! `cargo run --release --example bare_hyper -- 127.0.0.1:18080 [FILE [CONTENT-ENCODING]]`
+//! (without a file, 1 KiB of `x`). `FLOOR=1 bench/run.sh` benches it as `hyper-floor` in
+//! static-1k and text-gzip: how far gatehouse's own work is from what hyper costs.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -18,12 +19,13 @@ fn main() {
         .unwrap_or_else(|| "127.0.0.1:18080".into())
         .parse()
         .expect("an address such as 127.0.0.1:18080");
-    // An optional body size: the gzip of the text-gzip scenario's script is about 6 KB.
-    let size: usize = std::env::args()
-        .nth(2)
-        .map_or(Ok(1024), |s| s.parse())
-        .expect("a body size in bytes");
-    let body = Bytes::from(vec![b'x'; size]);
+    let body = match std::env::args().nth(2) {
+        Some(path) => Bytes::from(std::fs::read(&path).expect("a readable file")),
+        None => Bytes::from(vec![b'x'; 1024]),
+    };
+    let encoding = std::env::args()
+        .nth(3)
+        .map(|e| http::HeaderValue::from_str(&e).expect("a content-encoding"));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let listeners = gatehouse::server::listener::bind_group(addr, cores, false)
         .expect("bind")
@@ -31,7 +33,7 @@ fn main() {
     let threads: Vec<_> = listeners
         .into_iter()
         .map(|l| {
-            let body = body.clone();
+            let (body, encoding) = (body.clone(), encoding.clone());
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -44,11 +46,15 @@ fn main() {
                             continue;
                         };
                         let _ = s.set_nodelay(true);
-                        let body = body.clone();
+                        let (body, encoding) = (body.clone(), encoding.clone());
                         tokio::spawn(async move {
                             let svc = service_fn(move |_req: Request<hyper::body::Incoming>| {
-                                let body = body.clone();
-                                async move { Ok::<_, Infallible>(Response::new(Full::new(body))) }
+                                let mut res = Response::new(Full::new(body.clone()));
+                                if let Some(e) = &encoding {
+                                    res.headers_mut()
+                                        .insert(http::header::CONTENT_ENCODING, e.clone());
+                                }
+                                async move { Ok::<_, Infallible>(res) }
                             });
                             let _ = http1::Builder::new()
                                 .serve_connection(TokioIo::new(s), svc)
