@@ -365,21 +365,21 @@ impl Inner {
         crate::clock::coarse_ms()
     }
 
-    /// Drops the entries not served for `inactive`.
+    /// Drops the entries not served for `inactive` (none when it is zero), then threads'
+    /// copies of entries gone from the cache.
     fn sweep(&self) {
         let now = self.now_ms();
         let inactive = self.opts.inactive.as_millis() as u64;
-        self.map.retain(|_, c| {
-            if inactive == 0 {
-                return true;
-            }
-            let keep = now.saturating_sub(c.used_at.load(Ordering::Relaxed)) < inactive;
-            if !keep {
-                c.gone.store(true, Ordering::Relaxed);
-                self.expired.fetch_add(1, Ordering::Relaxed);
-            }
-            keep
-        });
+        if inactive > 0 {
+            self.map.retain(|_, c| {
+                let keep = now.saturating_sub(c.used_at.load(Ordering::Relaxed)) < inactive;
+                if !keep {
+                    c.gone.store(true, Ordering::Relaxed);
+                    self.expired.fetch_add(1, Ordering::Relaxed);
+                }
+                keep
+            });
+        }
         self.fronts.prune(|c| c.gone.load(Ordering::Relaxed));
     }
 }
