@@ -512,6 +512,72 @@ fn wait_open_at_most(open: &AtomicUsize, n: usize) {
     }
 }
 
+/// A raw upstream answering every request with a compressible text body under a strong
+/// ETag, the body written `gap` after the head (at once: one write); counts the
+/// connections it accepts.
+fn text_upstream(gap: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
+    use std::io::Write;
+    let l = loopback();
+    let addr = l.local_addr().expect("addr");
+    let conns = Arc::new(AtomicUsize::new(0));
+    let c = conns.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            c.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut r = std::io::BufReader::new(s.try_clone().expect("clone"));
+                let mut w = s;
+                let body = "gatehouse ".repeat(300);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\netag: \"v1\"\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                while read_request_head(&mut r).is_some() {
+                    let sent = if gap.is_zero() {
+                        w.write_all(format!("{head}{body}").as_bytes())
+                    } else {
+                        w.write_all(head.as_bytes()).and_then(|()| {
+                            std::thread::sleep(gap);
+                            w.write_all(body.as_bytes())
+                        })
+                    };
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, conns)
+}
+
+#[test]
+fn a_response_served_from_the_compression_cache_leaves_its_upstream_connection_pooled() {
+    // The variant cached, the upstream's body is not needed; dropped unread, it used to
+    // close the connection, so that every such request opened a new one.
+    for gap in [Duration::ZERO, Duration::from_millis(30)] {
+        let (addr, conns) = text_upstream(gap);
+        let s = start(&format!(
+            "runtime = \"shared\"\n{}",
+            proxy_toml(&[url(addr)], "")
+        ));
+        let first = s.get_with("/", "Accept-Encoding: gzip\r\n");
+        assert_eq!(first.header("content-encoding"), Some("gzip"), "{gap:?}");
+        for _ in 0..10 {
+            let r = s.get_with("/", "Accept-Encoding: gzip\r\n");
+            assert_eq!(r.header("content-encoding"), Some("gzip"), "{gap:?}");
+            assert_eq!(r.body, first.body, "{gap:?}");
+            // Time for a body that comes after its head to be read out.
+            std::thread::sleep(gap * 3);
+        }
+        assert_eq!(
+            conns.load(Ordering::SeqCst),
+            1,
+            "gap {gap:?}: 11 requests, one connection"
+        );
+    }
+}
+
 #[test]
 fn idle_upstream_connections_close_after_the_pool_idle_timeout() {
     let (addr, open) = counting_backend(b"kept", Duration::ZERO);

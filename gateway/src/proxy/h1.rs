@@ -31,6 +31,11 @@ const MAX_LINE: usize = 4096;
 const INIT_BUF: usize = 8192;
 /// The most a body read asks for at once.
 const READ_CHUNK: usize = 64 * 1024;
+/// A body dropped unread with at most this much of it left is read to its end, so that
+/// its connection can carry the next request (see `Body::salvage`).
+const SALVAGE_MAX: u64 = 64 * 1024;
+/// How long the rest of such a body may take to arrive before its connection is closed.
+const SALVAGE_TIME: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// An upstream connection between exchanges. Boxed once when connected, so that the
 /// response body holding it stays small: every response is moved several times on its way
@@ -455,6 +460,86 @@ impl Body {
 
     fn buf(&mut self) -> Option<&mut BytesMut> {
         self.conn.as_mut().map(|c| &mut c.buf)
+    }
+
+    /// Dropped before its end: a response the client won't get whole, or one answered
+    /// from elsewhere (a compressed variant already cached). When at most `SALVAGE_MAX`
+    /// bytes of a `Content-Length` body are left, they are read and discarded, and the
+    /// connection goes back to its pool (RFC 9112 §9.3: it is reusable once this message
+    /// has been read): at once when they are already here — the common case, a small body
+    /// sent with its head — else from a task given `SALVAGE_TIME`. Otherwise, or for a
+    /// chunked or close-delimited body, the connection is closed.
+    fn salvage(&mut self, rest: u64) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if !self.keep || rest > SALVAGE_MAX {
+            return;
+        }
+        let rest = rest as usize;
+        conn.read_now(rest);
+        match conn.buf.len() {
+            n if n == rest => {
+                conn.buf.clear();
+                self.pool.give_back_h1(conn);
+            }
+            // Bytes past the message: the framing was wrong.
+            n if n > rest => {}
+            _ => {
+                let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                let pool = self.pool.clone();
+                rt.spawn(async move {
+                    let read = tokio::time::timeout(SALVAGE_TIME, conn.read_to(rest)).await;
+                    if matches!(read, Ok(Ok(()))) && conn.buf.len() == rest {
+                        conn.buf.clear();
+                        pool.give_back_h1(conn);
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if let State::Length(rest) = self.state {
+            self.salvage(rest);
+        }
+    }
+}
+
+impl ConnState {
+    /// Reads what the socket already holds, up to `upto` buffered bytes, without waiting.
+    /// The read is made directly: tokio's cached readiness may not yet know of bytes that
+    /// came just after the head.
+    fn read_now(&mut self, upto: usize) {
+        use std::io::Read;
+        let sock = socket2::SockRef::from(&self.io);
+        while self.buf.len() < upto {
+            let have = self.buf.len();
+            // One byte more than the message, to see bytes past it.
+            self.buf.resize(upto + 1, 0);
+            let got = (&*sock).read(&mut self.buf[have..]);
+            let n = got.unwrap_or(0);
+            self.buf.truncate(have + n);
+            if n == 0 {
+                return;
+            }
+        }
+    }
+
+    /// Reads until `upto` bytes are buffered (or one more, which is wrong framing).
+    async fn read_to(&mut self, upto: usize) -> io::Result<()> {
+        use tokio::io::AsyncReadExt;
+        while self.buf.len() < upto {
+            self.buf.reserve(upto + 1 - self.buf.len());
+            if self.io.read_buf(&mut self.buf).await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        Ok(())
     }
 }
 
