@@ -579,6 +579,53 @@ fn a_response_served_from_the_compression_cache_leaves_its_upstream_connection_p
 }
 
 #[test]
+fn a_response_over_hypers_client_served_from_the_compression_cache_keeps_its_connection() {
+    let conns = Arc::new(AtomicUsize::new(0));
+    let c = conns.clone();
+    let addr = serve_each(loopback(), move |stream| {
+        c.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let svc =
+                hyper::service::service_fn(|req: http::Request<hyper::body::Incoming>| async {
+                    use http_body_util::BodyExt;
+                    let _ = req.into_body().collect().await;
+                    let res = http::Response::builder()
+                        .header("content-type", "text/plain")
+                        .header("etag", "\"v1\"")
+                        .body(http_body_util::Full::new(bytes::Bytes::from(
+                            "gatehouse ".repeat(300),
+                        )));
+                    Ok::<_, http::Error>(res?)
+                });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+        }
+    });
+    let s = start(&format!(
+        "runtime = \"shared\"\n{}",
+        proxy_toml(&[url(addr)], "")
+    ));
+    // A GET with a body goes over hyper's client; only bodiless ones take the own client.
+    let req = "GET / HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nContent-Length: 1\r\n\r\nx";
+    let mut c = Conn::open(s.addr);
+    let first = c.request(req);
+    assert_eq!(first.header("content-encoding"), Some("gzip"));
+    for _ in 0..10 {
+        let r = c.request(req);
+        assert_eq!(r.header("content-encoding"), Some("gzip"));
+        assert_eq!(r.body, first.body);
+        // The dropped body is read out by a task.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        conns.load(Ordering::SeqCst),
+        1,
+        "11 requests, one connection"
+    );
+}
+
+#[test]
 fn idle_upstream_connections_close_after_the_pool_idle_timeout() {
     let (addr, open) = counting_backend(b"kept", Duration::ZERO);
     let s = start(&proxy_toml(&[url(addr)], "pool_idle_timeout = \"300ms\"\n"));

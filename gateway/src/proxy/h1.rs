@@ -33,9 +33,9 @@ const INIT_BUF: usize = 8192;
 const READ_CHUNK: usize = 64 * 1024;
 /// A body dropped unread with at most this much of it left is read to its end, so that
 /// its connection can carry the next request (see `Body::salvage`).
-const SALVAGE_MAX: u64 = 64 * 1024;
+pub(super) const SALVAGE_MAX: u64 = 64 * 1024;
 /// How long the rest of such a body may take to arrive before its connection is closed.
-const SALVAGE_TIME: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const SALVAGE_TIME: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// An upstream connection between exchanges. Boxed once when connected, so that the
 /// response body holding it stays small: every response is moved several times on its way

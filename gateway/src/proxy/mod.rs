@@ -914,12 +914,16 @@ pub struct UpstreamBody {
     lent: Option<pool::Lent>,
     /// Made on the first wait only: most bodies arrive with their head and never wait.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// hyper's HTTP/1 connection is reused only once the body has been read to its end.
+    salvage: bool,
 }
 
 /// Who reads an upstream's body off its connection.
 enum UpstreamRes {
     Hyper(hyper::body::Incoming),
     H1(h1::Body),
+    /// Taken away to be read out (see `UpstreamBody`'s `Drop`).
+    Taken,
 }
 
 impl Body for UpstreamRes {
@@ -933,6 +937,7 @@ impl Body for UpstreamRes {
         match self.get_mut() {
             UpstreamRes::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
             UpstreamRes::H1(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            UpstreamRes::Taken => std::task::Poll::Ready(None),
         }
     }
 
@@ -940,6 +945,7 @@ impl Body for UpstreamRes {
         match self {
             UpstreamRes::Hyper(b) => b.is_end_stream(),
             UpstreamRes::H1(b) => b.is_end_stream(),
+            UpstreamRes::Taken => true,
         }
     }
 
@@ -947,6 +953,7 @@ impl Body for UpstreamRes {
         match self {
             UpstreamRes::Hyper(b) => b.size_hint(),
             UpstreamRes::H1(b) => b.size_hint(),
+            UpstreamRes::Taken => http_body::SizeHint::with_exact(0),
         }
     }
 }
@@ -968,6 +975,48 @@ impl UpstreamBody {
         if let Some(l) = self.lent.take() {
             l.give_back();
         }
+    }
+}
+
+/// As `h1::Body` does for its own connections: a body over hyper's HTTP/1 client dropped
+/// before its end (the client went away, or the compressed variant was already cached)
+/// with at most `SALVAGE_MAX` bytes left is read out by a task given `SALVAGE_TIME`, so
+/// that its connection goes back to the pool instead of being closed (RFC 9112 §9.3).
+impl Drop for UpstreamBody {
+    fn drop(&mut self) {
+        if !self.salvage || self.inner.is_end_stream() {
+            return;
+        }
+        let small = self
+            .inner
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n <= h1::SALVAGE_MAX);
+        if !small {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let UpstreamRes::Hyper(mut body) = std::mem::replace(&mut self.inner, UpstreamRes::Taken)
+        else {
+            return;
+        };
+        let lent = self.lent.take();
+        rt.spawn(async move {
+            let read_out = async {
+                while let Some(frame) = body.frame().await {
+                    frame?;
+                }
+                Ok::<(), hyper::Error>(())
+            };
+            let done = tokio::time::timeout(h1::SALVAGE_TIME, read_out).await;
+            // hyper-util's pool takes its connection back by itself; this crate's pool
+            // needs it given.
+            if let (Ok(Ok(())), Some(l)) = (done, lent) {
+                l.give_back();
+            }
+        });
     }
 }
 
@@ -1030,6 +1079,7 @@ fn respond(
         headers::remove_hop_by_hop(&mut parts.headers);
     }
     headers::add_via(&mut parts.headers, parts.version);
+    let salvage = matches!(body, UpstreamRes::Hyper(_)) && parts.version <= http::Version::HTTP_11;
     parts.version = http::Version::HTTP_11;
     let mut body = UpstreamBody {
         inner: body,
@@ -1037,6 +1087,7 @@ fn respond(
         idle,
         lent,
         timer: None,
+        salvage,
     };
     // A body known empty (HEAD, 204, 304, `Content-Length: 0`) may never be polled.
     if body.inner.is_end_stream() {
