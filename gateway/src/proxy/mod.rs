@@ -914,8 +914,6 @@ pub struct UpstreamBody {
     lent: Option<pool::Lent>,
     /// Made on the first wait only: most bodies arrive with their head and never wait.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// hyper's HTTP/1 connection is reused only once the body has been read to its end.
-    salvage: bool,
 }
 
 /// Who reads an upstream's body off its connection.
@@ -978,13 +976,15 @@ impl UpstreamBody {
     }
 }
 
-/// As `h1::Body` does for its own connections: a body over hyper's HTTP/1 client dropped
-/// before its end (the client went away, or the compressed variant was already cached)
-/// with at most `SALVAGE_MAX` bytes left is read out by a task given `SALVAGE_TIME`, so
-/// that its connection goes back to the pool instead of being closed (RFC 9112 §9.3).
+/// As `h1::Body` does for its own connections: a body over hyper's client dropped before
+/// its end (the client went away, or the compressed variant was already cached) with at
+/// most `SALVAGE_MAX` bytes left is read out by a task given `SALVAGE_TIME`, so that an
+/// HTTP/1 connection goes back to the pool instead of being closed (RFC 9112 §9.3). Which
+/// version the upstream spoke is not kept (a field would make every body larger, see
+/// `body::tests`): an HTTP/2 stream or a closing connection is read out too, for nothing.
 impl Drop for UpstreamBody {
     fn drop(&mut self) {
-        if !self.salvage || self.inner.is_end_stream() {
+        if !matches!(self.inner, UpstreamRes::Hyper(_)) || self.inner.is_end_stream() {
             return;
         }
         let small = self
@@ -1079,7 +1079,6 @@ fn respond(
         headers::remove_hop_by_hop(&mut parts.headers);
     }
     headers::add_via(&mut parts.headers, parts.version);
-    let salvage = matches!(body, UpstreamRes::Hyper(_)) && parts.version <= http::Version::HTTP_11;
     parts.version = http::Version::HTTP_11;
     let mut body = UpstreamBody {
         inner: body,
@@ -1087,7 +1086,6 @@ fn respond(
         idle,
         lent,
         timer: None,
-        salvage,
     };
     // A body known empty (HEAD, 204, 304, `Content-Length: 0`) may never be polled.
     if body.inner.is_end_stream() {
