@@ -171,7 +171,12 @@ impl Pool {
     }
 
     /// Adds an idle connection with `put` unless the pool is full, and starts the reaper.
+    /// Outside a runtime (a response dropped after its runtime stopped) the connection is
+    /// closed instead: no reaper could be started, and `tokio::spawn` would panic.
     fn keep(self: Arc<Self>, put: impl FnOnce(&mut IdleSet)) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let mut idle = self.lock();
         if idle.len() >= self.settings.max_idle {
             return;
@@ -179,7 +184,7 @@ impl Pool {
         put(&mut idle);
         if !self.reaping.swap(true, Ordering::Relaxed) {
             drop(idle);
-            tokio::spawn(reap(self));
+            rt.spawn(reap(self));
         }
     }
 
