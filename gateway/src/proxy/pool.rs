@@ -174,13 +174,18 @@ impl Pool {
     /// Outside a runtime (a response dropped after its runtime stopped) the connection is
     /// closed instead: no reaper could be started, and `tokio::spawn` would panic.
     fn keep(self: Arc<Self>, put: impl FnOnce(&mut IdleSet)) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let mut idle = self.lock();
         if idle.len() >= self.settings.max_idle {
             return;
         }
+        // The runtime is looked for only when a reaper is to start, not on every return.
+        if self.reaping.load(Ordering::Relaxed) {
+            put(&mut idle);
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         put(&mut idle);
         if !self.reaping.swap(true, Ordering::Relaxed) {
             drop(idle);
