@@ -83,6 +83,20 @@ fn serve(s: TcpStream) {
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 b"hello"
             }
+            // A compressible body under a strong ETag, with its head or 30 ms after it.
+            "/text" | "/text-late" => {
+                let body = "gatehouse ".repeat(300);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nETag: \"v1\"\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
+                if path == "/text" {
+                    let _ = w.write_all(format!("{head}{body}").as_bytes());
+                } else {
+                    in_two_parts(&mut w, head.as_bytes(), 30, body.as_bytes());
+                }
+                continue;
+            }
             _ => return,
         };
         if w.write_all(answer).is_err() {
@@ -235,4 +249,35 @@ fn what_an_idle_connection_receives_is_never_taken_for_the_next_answer() {
     let r = send(g.addr, "HEAD /late-body HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(r.status, 200);
     next_is_its_own("the late body was read as a head", 3);
+}
+
+#[test]
+fn a_body_left_unread_behind_a_cached_variant_is_read_out_and_its_connection_kept() {
+    // Once the variant is cached the upstream's body is not needed; dropped unread, it used
+    // to close the connection, so that every such request opened a new one.
+    for (path, wait_ms) in [("/text", 0), ("/text-late", 280)] {
+        let (up, accepted) = upstream();
+        let g = gatehouse(up);
+        let get = || {
+            send(
+                g.addr,
+                &format!("GET {path} HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n"),
+            )
+        };
+        let first = get();
+        assert_eq!(first.header("content-encoding"), Some("gzip"), "{path}");
+        for _ in 0..10 {
+            let r = get();
+            assert_eq!(r.header("content-encoding"), Some("gzip"), "{path}");
+            assert_eq!(r.body, first.body, "{path}");
+            // Time for a body that comes after its head to be read out, with room for a
+            // busy machine.
+            std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "{path}: 11 requests, one connection"
+        );
+    }
 }
