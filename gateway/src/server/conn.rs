@@ -103,6 +103,41 @@ impl<S: Socket> AsyncRead for TrackedIo<S> {
     }
 }
 
+/// Writes of at most this many bytes in several pieces (a small response's head and body)
+/// are copied into one and sent with `send`: in the kernel, `writev`'s own cost (the iovec
+/// import, `vfs_writev`) is more than copying a few KiB, about 1.5% of a proxied 1 KiB
+/// request's CPU in a profile.
+const GATHER_MAX: usize = 4096;
+
+/// Plain TCP's vectored write: one `send` of the pieces copied together when they are
+/// few bytes, else `writev`. A partial write reports what was sent, as `writev` would.
+fn poll_gathered<S: Socket>(
+    mut stream: Pin<&mut S>,
+    cx: &mut Context<'_>,
+    bufs: &[io::IoSlice<'_>],
+) -> Poll<io::Result<usize>> {
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    if bufs.len() < 2 || total > GATHER_MAX {
+        return stream.poll_write_vectored(cx, bufs);
+    }
+    // Per thread, so that nothing is zeroed or allocated per write.
+    thread_local! {
+        static ONE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let gathered = ONE.try_with(|one| {
+        let mut one = one.try_borrow_mut().ok()?;
+        one.clear();
+        for b in bufs {
+            one.extend_from_slice(b);
+        }
+        Some(stream.as_mut().poll_write(cx, &one))
+    });
+    match gathered {
+        Ok(Some(res)) => res,
+        _ => stream.poll_write_vectored(cx, bufs),
+    }
+}
+
 fn note_write(state: &ConnState, res: &Poll<io::Result<usize>>) {
     if let Poll::Ready(Ok(n)) = res {
         if *n > 0 {
@@ -140,8 +175,9 @@ impl<S: Socket> AsyncWrite for TrackedIo<S> {
         let res = match (this.sendfile, tcp) {
             (Some(ch), Some(tcp)) => match ch.poll_write(tcp, cx, bufs) {
                 Some(res) => res,
-                None => this.stream.poll_write_vectored(cx, bufs),
+                None => poll_gathered(this.stream, cx, bufs),
             },
+            (None, Some(_)) => poll_gathered(this.stream, cx, bufs),
             _ => this.stream.poll_write_vectored(cx, bufs),
         };
         note_write(this.state, &res);
@@ -438,6 +474,99 @@ impl Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A socket that takes at most `room` bytes a write and notes how it was written to.
+    #[derive(Default)]
+    struct Recorder {
+        room: usize,
+        sends: Vec<Vec<u8>>,
+        vectored: usize,
+    }
+
+    impl AsyncRead for Recorder {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let n = buf.len().min(self.room);
+            self.sends.push(buf[..n].to_vec());
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            self.vectored += 1;
+            Poll::Ready(Ok(bufs
+                .iter()
+                .map(|b| b.len())
+                .sum::<usize>()
+                .min(self.room)))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl Socket for Recorder {
+        fn tcp(&self) -> Option<&TcpStream> {
+            None
+        }
+    }
+
+    fn gather(room: usize, pieces: &[&[u8]]) -> (Recorder, usize) {
+        let mut r = Recorder {
+            room,
+            ..Default::default()
+        };
+        let bufs: Vec<io::IoSlice<'_>> = pieces.iter().map(|p| io::IoSlice::new(p)).collect();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let n = match poll_gathered(Pin::new(&mut r), &mut cx, &bufs) {
+            Poll::Ready(Ok(n)) => n,
+            other => panic!("{other:?}"),
+        };
+        (r, n)
+    }
+
+    #[test]
+    fn a_small_head_and_body_go_out_in_one_send() {
+        let (r, n) = gather(usize::MAX, &[b"HTTP/1.1 200 OK\r\n\r\n", &[7u8; 1024]]);
+        assert_eq!(n, 19 + 1024);
+        assert_eq!(r.vectored, 0);
+        assert_eq!(r.sends.len(), 1);
+        assert!(r.sends[0].starts_with(b"HTTP/1.1 200 OK\r\n\r\n"));
+        assert!(r.sends[0][19..].iter().all(|&b| b == 7));
+        // A short write reports what went, as writev would.
+        let (r, n) = gather(10, &[b"abcdefgh", b"ijklmnop"]);
+        assert_eq!((n, r.sends[0].as_slice()), (10, &b"abcdefghij"[..]));
+    }
+
+    #[test]
+    fn large_or_single_writes_stay_vectored() {
+        let big = vec![1u8; GATHER_MAX];
+        let (r, n) = gather(usize::MAX, &[b"head", &big]);
+        assert_eq!((n, r.vectored, r.sends.len()), (GATHER_MAX + 4, 1, 0));
+        let (r, _) = gather(usize::MAX, &[b"only"]);
+        assert_eq!((r.vectored, r.sends.len()), (1, 0));
+    }
 
     fn dog(keep_alive_ms: u64, header_ms: u64) -> (Watchdog, Arc<ConnState>) {
         let state = Arc::new(ConnState::default());
