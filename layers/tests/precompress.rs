@@ -176,6 +176,40 @@ async fn hits_are_served_from_memory() {
 }
 
 #[tokio::test]
+async fn a_type_not_compressible_is_not_looked_up() {
+    let cache = VariantCache::new(1 << 20);
+    let png = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let svc = PrecompressLayer::new()
+        .cache(cache.clone())
+        .layer(service_fn({
+            let png = png.clone();
+            move |_req: Request<()>| {
+                let png = png.load(Ordering::SeqCst);
+                async move {
+                    let mut res = text_response(text(9, 30_000), Some("\"same\""));
+                    if png {
+                        res.headers_mut()
+                            .insert(CONTENT_TYPE, "image/png".parse().expect("value"));
+                    }
+                    Ok::<_, Infallible>(res)
+                }
+            }
+        }));
+    for _ in 0..2 {
+        let res = svc.clone().oneshot(get("/x", "gzip")).await.expect("ok");
+        assert_eq!(res.headers()[CONTENT_ENCODING], "gzip");
+    }
+    assert_eq!(cache.hits(), 1);
+    // The same URL and validator, now of a type that is never compressed: sent as it is,
+    // without a look in the cache (the variant there would have been a hit).
+    png.store(true, Ordering::SeqCst);
+    let res = svc.clone().oneshot(get("/x", "gzip")).await.expect("ok");
+    assert!(res.headers().get(CONTENT_ENCODING).is_none());
+    assert_eq!(res.headers()[CONTENT_TYPE], "image/png");
+    assert_eq!(cache.hits(), 1);
+}
+
+#[tokio::test]
 async fn without_a_strong_etag_the_body_is_encoded_as_it_streams() {
     let cache = VariantCache::new(1 << 20);
     for etag in [None, Some("W/\"weak\"")] {

@@ -155,17 +155,6 @@ where
             etag: etag.clone(),
             encoding: enc,
         });
-    // A hit first: a variant exists only for a version that was found compressible (or
-    // had a sibling), and the same version gets the same answer.
-    if let Some(v) = strong.as_ref().and_then(|k| settings.cache.lookup(k)) {
-        let (parts, inner) = res.into_parts();
-        let b = PrecompressBody::Identity { inner };
-        return Next::Done(from_variant(parts, b, &v, &ctx, settings));
-    }
-    if !ctx.fill {
-        let res = res.map(|inner| PrecompressBody::Identity { inner });
-        return Next::Done(identity(res, &ctx, settings));
-    }
     let sibling = if eligible {
         res.extensions()
             .get::<Arc<Siblings>>()
@@ -174,6 +163,28 @@ where
     } else {
         None
     };
+    // A variant is made only for a type that could be compressed, or from a sibling: for
+    // any other response (an image, a proxied binary) the cache is not even looked in.
+    // A response without a type is left to the predicate.
+    let possible = sibling.is_some()
+        || res
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_none_or(|ct| settings.predicate.compressible_type(ct));
+    // Then a hit: the same version gets the same answer.
+    if let Some(v) = strong
+        .as_ref()
+        .filter(|_| possible)
+        .and_then(|k| settings.cache.lookup(k))
+    {
+        let (parts, inner) = res.into_parts();
+        let b = PrecompressBody::Identity { inner };
+        return Next::Done(from_variant(parts, b, &v, &ctx, settings));
+    }
+    if !ctx.fill || !possible {
+        let res = res.map(|inner| PrecompressBody::Identity { inner });
+        return Next::Done(identity(res, &ctx, settings));
+    }
     let size = res.body().size_hint().exact();
     let compress = eligible && settings.predicate.should_compress(&res, size);
     if !compress && sibling.is_none() {

@@ -79,12 +79,60 @@ type Q = u16;
 /// Decides the coding for a request. `order` is the server's preference, used to break
 /// ties between codings the client weights equally.
 pub fn negotiate(headers: &HeaderMap, order: &[Encoding]) -> Choice {
-    let mut values = headers.get_all(ACCEPT_ENCODING).iter().peekable();
+    let all = headers.get_all(ACCEPT_ENCODING);
+    let mut values = all.iter();
     // No Accept-Encoding: any coding is acceptable to the client, but, like nginx and
     // every browser-facing server, send identity, which any client can read.
-    if values.peek().is_none() {
+    let Some(first) = values.next() else {
         return Choice::Identity;
+    };
+    if values.next().is_some() || first.len() > MEMO_MAX {
+        return decide(all.iter(), order);
     }
+    let value = first.as_bytes();
+    let memo = LAST.try_with(|m| {
+        let m = m.try_borrow().ok()?;
+        (m.value == value && m.order == order).then_some(m.choice)
+    });
+    if let Ok(Some(choice)) = memo {
+        return choice;
+    }
+    let choice = decide(std::iter::once(first), order);
+    let _ = LAST.try_with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            m.value.clear();
+            m.value.extend_from_slice(value);
+            m.order.clear();
+            m.order.extend_from_slice(order);
+            m.choice = choice;
+        }
+    });
+    choice
+}
+
+/// The last single `Accept-Encoding` value negotiated on this thread, with its answer:
+/// clients send the same value request after request, and parsing one costs about a
+/// thousand instructions, comparing it a few dozen.
+struct Last {
+    value: Vec<u8>,
+    order: Vec<Encoding>,
+    choice: Choice,
+}
+
+/// Longer values are negotiated every time (and not copied).
+const MEMO_MAX: usize = 256;
+
+thread_local! {
+    static LAST: std::cell::RefCell<Last> = const {
+        std::cell::RefCell::new(Last {
+            value: Vec::new(),
+            order: Vec::new(),
+            choice: Choice::Identity,
+        })
+    };
+}
+
+fn decide<'a>(values: impl Iterator<Item = &'a HeaderValue>, order: &[Encoding]) -> Choice {
     let mut listed: [Option<Q>; 3] = [None; 3];
     let mut identity: Option<Q> = None;
     let mut star: Option<Q> = None;
@@ -241,6 +289,20 @@ mod tests {
         assert_eq!(choose("gzip;q=0.5555"), Choice::Identity);
         assert_eq!(choose("x-gzip"), Choice::Encode(Encoding::Gzip));
         assert_eq!(choose(" , ,gzip"), Choice::Encode(Encoding::Gzip));
+    }
+
+    #[test]
+    fn a_remembered_value_is_told_apart_from_another_and_from_another_order() {
+        assert_eq!(choose("gzip, br"), Choice::Encode(Encoding::Br));
+        assert_eq!(choose("gzip, br"), Choice::Encode(Encoding::Br));
+        assert_eq!(choose("gzip, bR;q=0"), Choice::Encode(Encoding::Gzip));
+        let mut h = HeaderMap::new();
+        h.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip, bR;q=0"));
+        assert_eq!(negotiate(&h, &[Encoding::Zstd]), Choice::Identity);
+        assert_eq!(choose("gzip, bR;q=0"), Choice::Encode(Encoding::Gzip));
+        // A second line changes the answer though the first is the remembered one.
+        h.append(ACCEPT_ENCODING, HeaderValue::from_static("zstd"));
+        assert_eq!(negotiate(&h, &ORDER), Choice::Encode(Encoding::Zstd));
     }
 
     #[test]
