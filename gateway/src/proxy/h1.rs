@@ -294,21 +294,23 @@ fn parse(buf: &mut BytesMut) -> io::Result<Option<Head>> {
         close: false,
     };
     let spans = &spans[..n];
+    let ascii = bytes.is_ascii();
     match NAMES.try_with(|m| match m.try_borrow_mut() {
-        Ok(mut names) => fields(&mut head, &bytes, spans, Some(&mut names)),
-        Err(_) => fields(&mut head, &bytes, spans, None),
+        Ok(mut names) => fields(&mut head, &bytes, ascii, spans, Some(&mut names)),
+        Err(_) => fields(&mut head, &bytes, ascii, spans, None),
     }) {
         Ok(done) => done?,
-        Err(_) => fields(&mut head, &bytes, spans, None)?,
+        Err(_) => fields(&mut head, &bytes, ascii, spans, None)?,
     }
     Ok(Some(head))
 }
 
 /// Takes the fields of a head into `head`: framing and hop-by-hop ones noted, the rest
-/// kept with values sliced from `bytes`.
+/// kept with values sliced from `bytes` (`ascii`: all of it is).
 fn fields(
     head: &mut Head,
     bytes: &Bytes,
+    ascii: bool,
     spans: &[(u32, u32, u32, u32)],
     mut names: Option<&mut Names>,
 ) -> io::Result<()> {
@@ -341,12 +343,17 @@ fn fields(
                 _ => Err(()),
             });
         }
-        // SAFETY: httparse took the value only if every byte is HTAB, SP, VCHAR or
-        // obs-text (its `is_header_value_token`, RFC 9110 §5.5), the very bytes
-        // `HeaderValue` allows; checking them again cost ~450 instructions a response.
-        // hyper's server does the same with its parsed values.
-        let value = unsafe {
-            HeaderValue::from_maybe_shared_unchecked(bytes.slice(vs as usize..ve as usize))
+        let slice = bytes.slice(vs as usize..ve as usize);
+        // Checking each value byte by byte again cost ~450 instructions a response, and
+        // httparse already took it only if every byte is HTAB, SP, VCHAR or obs-text (its
+        // `is_header_value_token`, RFC 9110 §5.5), the bytes `HeaderValue` allows. In an
+        // all-ASCII head (one check over the whole of it) a value is then also the valid
+        // UTF-8 that `from_maybe_shared_unchecked` asks for; else each is checked.
+        let value = if ascii {
+            // SAFETY: ASCII, so valid UTF-8, and every byte one httparse accepted above.
+            unsafe { HeaderValue::from_maybe_shared_unchecked(slice) }
+        } else {
+            HeaderValue::from_maybe_shared(slice).map_err(|_| invalid("bad header value"))?
         };
         head.headers.append(name, value);
     }
@@ -814,16 +821,30 @@ mod tests {
         assert_eq!(h.headers["connection"], "close, x-priv");
         let mut bad = BytesMut::from(&b"SSH-2.0-OpenSSH\r\n\r\n"[..]);
         assert!(parse(&mut bad).is_err());
-        // Values are taken unchecked after httparse: what it lets through is what
-        // HeaderValue allows (tab, obs-text), and it refuses the rest (DEL, controls).
+        // ASCII values are taken unchecked after httparse: what it lets through is what
+        // HeaderValue allows (tab, obs-text), and it refuses the rest (DEL, controls) —
+        // at every offset, so through its 8-, 16- and 32-byte matchers too.
         let mut b = BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: a\tb\xe9\r\n\r\n"[..]);
         let h = parse(&mut b).unwrap().unwrap();
         assert_eq!(h.headers["x-a"].as_bytes(), b"a\tb\xe9");
-        for c in [0x7fu8, 0x01, 0x00, 0x1f] {
-            let mut head = b"HTTP/1.1 200 OK\r\nX-A: a".to_vec();
-            head.extend_from_slice(&[c, b'b']);
-            head.extend_from_slice(b"\r\n\r\n");
-            assert!(parse(&mut BytesMut::from(&head[..])).is_err(), "{c:#x}");
+        for at in [0, 1, 7, 8, 15, 16, 31, 32, 40, 63, 64, 70] {
+            for c in [0x7fu8, 0x01, 0x00, 0x1f, b'\r'] {
+                let mut head = b"HTTP/1.1 200 OK\r\nX-A: ".to_vec();
+                head.extend(std::iter::repeat_n(b'v', at));
+                head.push(c);
+                head.extend(std::iter::repeat_n(b'w', 40));
+                head.extend_from_slice(b"\r\n\r\n");
+                assert!(
+                    parse(&mut BytesMut::from(&head[..])).is_err(),
+                    "{c:#x} at {at}"
+                );
+            }
+            // (A value's leading tab would be whitespace around it, not part of it.)
+            let mut head = b"HTTP/1.1 200 OK\r\nX-A: v".to_vec();
+            head.extend(std::iter::repeat_n(b'v', at));
+            head.extend_from_slice(b"\t\xff~ w\r\n\r\n");
+            let h = parse(&mut BytesMut::from(&head[..])).unwrap().unwrap();
+            assert!(h.headers["x-a"].as_bytes().ends_with(b"\t\xff~ w"), "{at}");
         }
     }
 
@@ -844,7 +865,7 @@ mod tests {
             ["x-two", "x-abc", "content-length"]
         );
         assert_eq!(names(first), ["server", "x-one", "content-length"]);
-        // Past the remembered slots, and a bad name in a remembered position.
+        // Past the remembered slots; a bad name (refused by httparse itself).
         let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
         for i in 0..NAME_SLOTS + 4 {
             many.extend_from_slice(format!("X-{i}: v\r\n").as_bytes());

@@ -12,7 +12,9 @@ pub trait Predicate: Clone + Send + Sync + 'static {
     fn should_compress<B>(&self, res: &Response<B>, size: Option<u64>) -> bool;
 
     /// Whether a response of this `Content-Type` could be compressed for some client: such
-    /// responses get `Vary: Accept-Encoding` even when sent as they are.
+    /// responses get `Vary: Accept-Encoding` even when sent as they are. It must hold for
+    /// every type `should_compress` may accept: a response of a type it refuses is sent as
+    /// it is without asking `should_compress` (or looking in the variant cache).
     fn compressible_type(&self, content_type: &http::HeaderValue) -> bool {
         let _ = content_type;
         true
