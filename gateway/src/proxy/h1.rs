@@ -295,12 +295,11 @@ fn parse(buf: &mut BytesMut) -> io::Result<Option<Head>> {
     };
     let spans = &spans[..n];
     let ascii = bytes.is_ascii();
-    match NAMES.try_with(|m| match m.try_borrow_mut() {
-        Ok(mut names) => fields(&mut head, &bytes, ascii, spans, Some(&mut names)),
-        Err(_) => fields(&mut head, &bytes, ascii, spans, None),
-    }) {
+    // Without the memo (the thread is ending, or it is in use) the names are made anew.
+    let mut fill = |names: Option<&mut Names>| fields(&mut head, &bytes, ascii, spans, names);
+    match NAMES.try_with(|m| fill(m.try_borrow_mut().ok().as_deref_mut())) {
         Ok(done) => done?,
-        Err(_) => fields(&mut head, &bytes, ascii, spans, None)?,
+        Err(_) => fill(None)?,
     }
     Ok(Some(head))
 }
