@@ -339,6 +339,41 @@ fn forwarding_headers_and_hop_by_hop_removal() {
     assert_eq!(xff, ["x-forwarded-for: 203.0.113.9, 10.0.0.1, 127.0.0.1"]);
 }
 
+/// The default route (no trusted proxies, no `Forwarded`) sends a bodiless GET over its own
+/// client with the forwarding fields written into the head, and a POST with a body over
+/// hyper's with them set in the map: both replace what the client claimed, the same way.
+#[test]
+fn an_untrusted_clients_forwarding_fields_are_replaced_on_either_client() {
+    let e = echo();
+    let s = start(&proxy_toml(&[url(e.addr)], ""));
+    let claims = "X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\nForwarded: for=6.6.6.6\r\nVia: 1.0 other\r\n";
+    let get = s.get_with("/g", claims);
+    let post = send(
+        s.addr,
+        &format!("POST /p HTTP/1.1\r\nHost: test\r\n{claims}Content-Length: 2\r\n\r\nhi"),
+    );
+    for (what, r) in [("GET", get), ("POST", post)] {
+        assert_eq!(r.status, 200, "{what}");
+        let l = lines(&r);
+        let fields = |name: &str| -> Vec<&str> {
+            l.iter()
+                .filter_map(|x| x.strip_prefix(name)?.strip_prefix(": "))
+                .collect()
+        };
+        assert_eq!(fields("x-forwarded-for"), ["127.0.0.1"], "{what}: {l:?}");
+        assert_eq!(fields("x-forwarded-proto"), ["http"], "{what}: {l:?}");
+        assert_eq!(fields("x-forwarded-host"), ["test"], "{what}: {l:?}");
+        assert_eq!(fields("forwarded"), Vec::<&str>::new(), "{what}: {l:?}");
+        // RFC 9110 §7.6.3: this hop comes after the ones before it.
+        assert_eq!(
+            fields("via"),
+            ["1.0 other", "1.1 gatehouse"],
+            "{what}: {l:?}"
+        );
+        assert_eq!(fields("host"), ["test"], "{what}: {l:?}");
+    }
+}
+
 #[test]
 fn prefix_stripping_and_the_upstreams_host() {
     let e = echo();

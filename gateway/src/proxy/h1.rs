@@ -11,6 +11,7 @@
 //! Framing follows RFC 9112 §6.3; 1xx responses are skipped (RFC 9110 §15.2), as
 //! hyper's client does.
 
+use super::headers::Forwarding;
 use super::pool::{Pool, SendError, Settings};
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
@@ -73,13 +74,14 @@ pub(crate) struct Outgoing {
 
 impl Outgoing {
     /// Encodes into `buf` (cleared; given for its capacity). `headers` are sent as they
-    /// are, but for `Host`, which is `host`.
+    /// are, but for `Host`, which is `host`, and the fields `fwd` replaces.
     pub(crate) fn encode(
         mut buf: Vec<u8>,
         method: &Method,
         path: &str,
         host: Option<&HeaderValue>,
         headers: &HeaderMap,
+        fwd: Option<&Forwarding>,
     ) -> Outgoing {
         buf.clear();
         buf.extend_from_slice(method.as_str().as_bytes());
@@ -90,13 +92,16 @@ impl Outgoing {
         host_line(&mut buf, host);
         let host = start..buf.len();
         for (name, value) in headers {
-            if name == HOST {
+            if name == HOST || (fwd.is_some() && Forwarding::replaces(name)) {
                 continue;
             }
             buf.extend_from_slice(name.as_str().as_bytes());
             buf.extend_from_slice(b": ");
             buf.extend_from_slice(value.as_bytes());
             buf.extend_from_slice(b"\r\n");
+        }
+        if let Some(f) = fwd {
+            f.write(&mut buf);
         }
         buf.extend_from_slice(b"\r\n");
         Outgoing {
@@ -887,7 +892,7 @@ mod tests {
         h.append("x-n", HeaderValue::from_static("2"));
         h.insert("x-a", HeaderValue::from_static("b"));
         let host = HeaderValue::from_static("client.example");
-        let mut out = Outgoing::encode(Vec::new(), &Method::GET, "/a?b=c", Some(&host), &h);
+        let mut out = Outgoing::encode(Vec::new(), &Method::GET, "/a?b=c", Some(&host), &h, None);
         // The given Host, first, in place of the one among the fields.
         assert_eq!(
             out.as_bytes(),
@@ -909,8 +914,93 @@ mod tests {
             out.as_bytes(),
             b"GET /a?b=c HTTP/1.1\r\nhost: client.example\r\nx-n: 1\r\nx-n: 2\r\nx-a: b\r\n\r\n"
         );
-        let head = Outgoing::encode(out.bytes, &Method::HEAD, "/", None, &HeaderMap::new());
+        let head = Outgoing::encode(out.bytes, &Method::HEAD, "/", None, &HeaderMap::new(), None);
         assert_eq!(head.as_bytes(), b"HEAD / HTTP/1.1\r\n\r\n");
         assert!(head.head_request);
+    }
+
+    /// The fields a head carries, each name's values in order (how a recipient combines
+    /// them, RFC 9110 §5.3), names sorted.
+    fn fields_of(head: &[u8]) -> Vec<(String, Vec<String>)> {
+        let mut slots = [httparse::EMPTY_HEADER; 32];
+        let mut req = httparse::Request::new(&mut slots);
+        assert!(matches!(req.parse(head), Ok(httparse::Status::Complete(_))));
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for f in req.headers.iter() {
+            let name = f.name.to_ascii_lowercase();
+            let value = String::from_utf8_lossy(f.value).into_owned();
+            match out.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, vs)) => vs.push(value),
+                None => out.push((name, vec![value])),
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn forwarding_written_into_the_head_is_what_the_map_would_send() {
+        use super::super::headers::{add_via, forward, trusted};
+        let untrusted = trusted(&[]);
+        let claims: [&[(&str, &str)]; 4] = [
+            &[],
+            &[("host", "site.example"), ("accept", "*/*")],
+            &[
+                ("host", "site.example"),
+                ("x-forwarded-for", "6.6.6.6"),
+                ("x-forwarded-for", "7.7.7.7"),
+                ("x-forwarded-proto", "https"),
+                ("x-forwarded-host", "evil"),
+                ("forwarded", "for=6.6.6.6"),
+                ("via", "1.0 other"),
+                ("x-kept", "1"),
+            ],
+            &[
+                ("via", "1.1 a"),
+                ("via", "2 b"),
+                ("x-forwarded-host", "evil"),
+            ],
+        ];
+        let peers = [
+            Some("192.0.2.7".parse().unwrap()),
+            Some("2001:db8::1".parse().unwrap()),
+            Some("::ffff:10.1.2.3".parse().unwrap()),
+            None,
+        ];
+        let versions = [Version::HTTP_10, Version::HTTP_11, Version::HTTP_2];
+        for claim in claims {
+            let mut h = HeaderMap::new();
+            for (k, v) in claim {
+                h.append(*k, HeaderValue::from_static(v));
+            }
+            for peer in peers {
+                for scheme in ["http", "https"] {
+                    for version in versions {
+                        let host = h.get("host");
+                        let mut mapped = h.clone();
+                        forward(&mut mapped, peer, scheme, &untrusted, false);
+                        add_via(&mut mapped, version);
+                        let want =
+                            Outgoing::encode(Vec::new(), &Method::GET, "/", host, &mapped, None);
+                        let fwd = Forwarding::direct(&h, peer, scheme, &untrusted, false, version)
+                            .expect("an untrusted peer's fields go straight in");
+                        let got =
+                            Outgoing::encode(Vec::new(), &Method::GET, "/", host, &h, Some(&fwd));
+                        let ctx = format!("{claim:?} {peer:?} {scheme} {version:?}");
+                        assert_eq!(fields_of(&got.bytes), fields_of(&want.bytes), "{ctx}");
+                        // And the map's way, for a request that goes over hyper's client.
+                        let mut applied = h.clone();
+                        fwd.apply(&mut applied);
+                        assert_eq!(applied, mapped, "{ctx}");
+                    }
+                }
+            }
+        }
+        // A trusted peer's chain, and RFC 7239, are left to the map.
+        let all = trusted(&["0.0.0.0/0".to_string()]);
+        let peer = peers[0];
+        let h = HeaderMap::new();
+        assert!(Forwarding::direct(&h, peer, "http", &all, false, Version::HTTP_11).is_none());
+        assert!(Forwarding::direct(&h, peer, "http", &untrusted, true, Version::HTTP_11).is_none());
     }
 }

@@ -241,18 +241,21 @@ impl Proxy {
         use futures_util::FutureExt;
         let (mut parts, body) = req.into_parts();
         let inner = &self.inner;
-        let prep = match inner.prepare(&mut parts, body.is_end_stream(), conn) {
+        let pools = inner.h1_pools();
+        let mut prep = match inner.prepare(&mut parts, body.is_end_stream(), conn, pools.is_some())
+        {
             Ok(prep) => prep,
             Err(r) => return Box::pin(std::future::ready(Ok(r.response()))),
         };
-        if prep.replayable && prep.client_upgrade.is_none() {
-            if let Some(pools) = inner.h1_pools() {
-                // Decided and encoded here, in the call: see `h1::Outgoing`.
-                return match inner.start_bare(pools, &parts, prep) {
-                    Ok(bare) => Box::pin(inner.clone().forward_bare(bare).map(Ok)),
-                    Err(r) => Box::pin(std::future::ready(Ok(r.response()))),
-                };
-            }
+        if let Some(pools) = pools.filter(|_| prep.bare()) {
+            // Decided and encoded here, in the call: see `h1::Outgoing`.
+            return match inner.start_bare(pools, &parts, prep) {
+                Ok(bare) => Box::pin(inner.clone().forward_bare(bare).map(Ok)),
+                Err(r) => Box::pin(std::future::ready(Ok(r.response()))),
+            };
+        }
+        if let Some(f) = prep.fwd.take() {
+            f.apply(&mut parts.headers);
         }
         let body = if body.is_end_stream() {
             ReqBody::Empty
@@ -374,11 +377,15 @@ impl Inner {
     /// Readies the request's head for its upstreams (RFC 9110 §7.6: hop-by-hop fields out,
     /// the forwarding fields in), and notes what every attempt shares. `Err` is the answer
     /// when the request can't go at all.
+    ///
+    /// With `own_client` (the request may go over [`h1`]), the forwarding fields of the
+    /// common case are left for the head's encoding ([`headers::Forwarding`]).
     fn prepare(
         &self,
         parts: &mut http::request::Parts,
         bodiless: bool,
         conn: ConnInfo,
+        own_client: bool,
     ) -> Result<Prepared, Refused> {
         if self.max_body > 0 {
             let declared = parts
@@ -405,24 +412,6 @@ impl Inner {
                 .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
         });
         headers::remove_hop_by_hop(&mut parts.headers);
-        headers::forward(
-            &mut parts.headers,
-            conn.peer.map(|p| p.ip()),
-            if conn.https { "https" } else { "http" },
-            &self.trusted,
-            self.forwarded,
-        );
-        headers::add_via(&mut parts.headers, parts.version);
-        if let (Some(u), Some(_)) = (&upgrade, &client_upgrade) {
-            parts
-                .headers
-                .insert(CONNECTION, HeaderValue::from_static("upgrade"));
-            parts.headers.insert(UPGRADE, u.clone());
-        }
-        let key = match &self.selector {
-            Selector::Hash { on, .. } => hash_key(on, parts, conn),
-            _ => None,
-        };
         // Only a request that can be sent again as it was may go to another upstream: an
         // idempotent method (RFC 9110 §9.2.2) and no body to replay.
         let replayable = matches!(
@@ -434,11 +423,54 @@ impl Inner {
                 | Method::PUT
                 | Method::DELETE
         ) && bodiless;
+        let peer = conn.peer.map(|p| p.ip());
+        let scheme = if conn.https { "https" } else { "http" };
+        // A hash on a header reads the map as it is sent.
+        let hashes_header = matches!(
+            &self.selector,
+            Selector::Hash {
+                on: HashOn::Header(_),
+                ..
+            }
+        );
+        let fwd = if own_client && replayable && client_upgrade.is_none() && !hashes_header {
+            headers::Forwarding::direct(
+                &parts.headers,
+                peer,
+                scheme,
+                &self.trusted,
+                self.forwarded,
+                parts.version,
+            )
+        } else {
+            None
+        };
+        if fwd.is_none() {
+            headers::forward(
+                &mut parts.headers,
+                peer,
+                scheme,
+                &self.trusted,
+                self.forwarded,
+            );
+            headers::add_via(&mut parts.headers, parts.version);
+        }
+        if let (Some(u), Some(_)) = (&upgrade, &client_upgrade) {
+            parts
+                .headers
+                .insert(CONNECTION, HeaderValue::from_static("upgrade"));
+            parts.headers.insert(UPGRADE, u.clone());
+        }
+        let key = match &self.selector {
+            Selector::Hash { on, .. } => hash_key(on, parts, conn),
+            _ => None,
+        };
         Ok(Prepared {
             client_upgrade,
             client_host,
             key,
             replayable,
+            fwd,
         })
     }
 
@@ -484,6 +516,7 @@ impl Inner {
             path,
             self.host_for(prep.client_host.as_ref(), &self.upstreams[i]),
             &parts.headers,
+            prep.fwd.as_ref(),
         );
         Ok(Bare {
             // Counted as it is picked, so that the next request's pick sees it.
@@ -649,6 +682,8 @@ impl Inner {
             client_host,
             key,
             replayable,
+            // Already applied to the map (`serve`).
+            fwd: _,
         } = prep;
         let path: PathAndQuery = parts
             .uri
@@ -756,6 +791,15 @@ struct Prepared {
     client_host: Option<HeaderValue>,
     key: Option<u64>,
     replayable: bool,
+    /// The forwarding fields, when they are not in the map yet.
+    fwd: Option<headers::Forwarding>,
+}
+
+impl Prepared {
+    /// Whether the request may go over [`h1`]: bodiless, idempotent, not an upgrade.
+    fn bare(&self) -> bool {
+        self.replayable && self.client_upgrade.is_none()
+    }
 }
 
 /// A bodiless request on its way over [`h1`]: its head encoded, the upstream's pool, and
@@ -1150,6 +1194,7 @@ mod tests {
             client_host: None,
             key: None,
             replayable: true,
+            fwd: None,
         };
         let pools = proxy.inner.h1_pools().expect("an http upstream has a pool");
         let Ok(bare) = proxy.inner.start_bare(pools, &parts, prep) else {
