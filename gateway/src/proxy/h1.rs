@@ -70,6 +70,8 @@ pub(crate) struct Outgoing {
     /// Where the `Host` field line lies, to put another upstream's in its place.
     host: std::ops::Range<usize>,
     head_request: bool,
+    /// An empty map with room, to take the response's fields: see [`Outgoing::recycle`].
+    spare: HeaderMap,
 }
 
 impl Outgoing {
@@ -108,7 +110,17 @@ impl Outgoing {
             bytes: buf,
             host,
             head_request: method == Method::HEAD,
+            spare: HeaderMap::new(),
         }
+    }
+
+    /// Keeps the request's map, emptied now (its values are slices of the client's read
+    /// buffer), for the response's fields. hyper's server keeps each response's map for
+    /// the connection's next request, so one map goes round and round: no allocation for
+    /// either head once it has grown to fit.
+    pub(crate) fn recycle(&mut self, mut map: HeaderMap) {
+        map.clear();
+        self.spare = map;
     }
 
     /// Puts `host` in the place of the `Host` field (none: no field).
@@ -152,7 +164,14 @@ pub(crate) async fn send(
             Some(c) => (c, true),
             None => (Box::pin(connect(authority, pool.settings())).await?, false),
         };
-        match exchange(&mut conn, &out.bytes, pool.settings().max_buf).await {
+        match exchange(
+            &mut conn,
+            &out.bytes,
+            pool.settings().max_buf,
+            &mut out.spare,
+        )
+        .await
+        {
             Ok(head) => {
                 // The head's buffer goes with the connection, for the next request's.
                 conn.wbuf = std::mem::take(&mut out.bytes);
@@ -207,7 +226,12 @@ struct Head {
     close: bool,
 }
 
-async fn exchange(conn: &mut Conn, head: &[u8], max_buf: usize) -> Result<Head, Failed> {
+async fn exchange(
+    conn: &mut Conn,
+    head: &[u8],
+    max_buf: usize,
+    spare: &mut HeaderMap,
+) -> Result<Head, Failed> {
     conn.io
         .write_all(head)
         .await
@@ -216,7 +240,7 @@ async fn exchange(conn: &mut Conn, head: &[u8], max_buf: usize) -> Result<Head, 
     let mut received = false;
     loop {
         if !conn.buf.is_empty() {
-            match parse(&mut conn.buf).map_err(Failed::Other)? {
+            match parse_into(&mut conn.buf, spare).map_err(Failed::Other)? {
                 Some(head) if head.status.is_informational() => {
                     // A 101 is never asked for on this path (upgrades go through hyper).
                     if head.status == StatusCode::SWITCHING_PROTOCOLS {
@@ -247,8 +271,14 @@ async fn exchange(conn: &mut Conn, head: &[u8], max_buf: usize) -> Result<Head, 
     }
 }
 
-/// Parses a complete head off the front of `buf`, or returns `None` for more.
+#[cfg(test)]
 fn parse(buf: &mut BytesMut) -> io::Result<Option<Head>> {
+    parse_into(buf, &mut HeaderMap::new())
+}
+
+/// Parses a complete head off the front of `buf`, or returns `None` for more. The fields
+/// go into `spare` (taken; left empty), grown as needed.
+fn parse_into(buf: &mut BytesMut, spare: &mut HeaderMap) -> io::Result<Option<Head>> {
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let mut res = httparse::Response::new(&mut []);
     // Where each field's name and value lie in the head, so the values can be slices of
@@ -286,6 +316,11 @@ fn parse(buf: &mut BytesMut) -> io::Result<Option<Head>> {
     };
     let status = StatusCode::from_u16(code).map_err(|_| invalid("bad status code"))?;
     let bytes = buf.split_to(len).freeze();
+    let mut headers = std::mem::take(spare);
+    if !headers.is_empty() {
+        headers.clear();
+    }
+    headers.reserve(n + 1);
     let mut head = Head {
         status,
         version: if minor == 0 {
@@ -293,7 +328,7 @@ fn parse(buf: &mut BytesMut) -> io::Result<Option<Head>> {
         } else {
             Version::HTTP_11
         },
-        headers: HeaderMap::with_capacity(n + 1),
+        headers,
         transfer: None,
         length: None,
         close: false,
@@ -882,6 +917,31 @@ mod tests {
         );
         let mut bad = BytesMut::from(&b"HTTP/1.1 200 OK\r\nServer: a\r\nX\x7fOne: 1\r\n\r\n"[..]);
         assert!(parse(&mut bad).is_err());
+    }
+
+    #[test]
+    fn the_requests_map_takes_the_responses_fields() {
+        let mut req = HeaderMap::with_capacity(24);
+        req.insert("host", HeaderValue::from_static("site"));
+        req.insert("x-from-the-client", HeaderValue::from_static("1"));
+        let room = req.capacity();
+        let mut out = Outgoing::encode(Vec::new(), &Method::GET, "/", None, &req, None);
+        out.recycle(req);
+        // Emptied at once: nothing of the client's buffer is held while the response is
+        // awaited.
+        assert!(out.spare.is_empty());
+        let mut b = BytesMut::from(&b"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 0\r\n\r\n"[..]);
+        let h = parse_into(&mut b, &mut out.spare).unwrap().unwrap();
+        let names: Vec<&str> = h.headers.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["x-a", "content-length"]);
+        assert_eq!(h.headers.capacity(), room, "the map was reallocated");
+        // A spare that still holds fields (never by `recycle`) is emptied first.
+        let mut stale = HeaderMap::new();
+        stale.insert("x-stale", HeaderValue::from_static("1"));
+        let mut b = BytesMut::from(&b"HTTP/1.1 204 No Content\r\nX-B: 2\r\n\r\n"[..]);
+        let h = parse_into(&mut b, &mut stale).unwrap().unwrap();
+        assert_eq!(h.headers.len(), 1);
+        assert!(h.headers.get("x-stale").is_none());
     }
 
     #[test]

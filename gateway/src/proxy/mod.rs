@@ -249,7 +249,7 @@ impl Proxy {
         };
         if let Some(pools) = pools.filter(|_| prep.bare()) {
             // Decided and encoded here, in the call: see `h1::Outgoing`.
-            return match inner.start_bare(pools, &parts, prep) {
+            return match inner.start_bare(pools, &mut parts, prep) {
                 Ok(bare) => Box::pin(inner.clone().forward_bare(bare).map(Ok)),
                 Err(r) => Box::pin(std::future::ready(Ok(r.response()))),
             };
@@ -491,7 +491,7 @@ impl Inner {
     fn start_bare(
         &self,
         pools: &[Option<Arc<pool::Pool>>],
-        parts: &http::request::Parts,
+        parts: &mut http::request::Parts,
         prep: Prepared,
     ) -> Result<Bare, Refused> {
         let i = self
@@ -510,7 +510,7 @@ impl Inner {
             None => Vec::with_capacity(512),
         };
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let out = h1::Outgoing::encode(
+        let mut out = h1::Outgoing::encode(
             buf,
             &parts.method,
             path,
@@ -518,6 +518,7 @@ impl Inner {
             &parts.headers,
             prep.fwd.as_ref(),
         );
+        out.recycle(std::mem::take(&mut parts.headers));
         Ok(Bare {
             // Counted as it is picked, so that the next request's pick sees it.
             guard: self.count_in(&self.upstreams[i]),
@@ -1188,7 +1189,7 @@ mod tests {
             ..ProxyConfig::default()
         };
         let proxy = Proxy::new(&cfg).expect("proxy");
-        let (parts, ()) = Request::new(()).into_parts();
+        let (mut parts, ()) = Request::new(()).into_parts();
         let prep = Prepared {
             client_upgrade: None,
             client_host: None,
@@ -1197,7 +1198,7 @@ mod tests {
             fwd: None,
         };
         let pools = proxy.inner.h1_pools().expect("an http upstream has a pool");
-        let Ok(bare) = proxy.inner.start_bare(pools, &parts, prep) else {
+        let Ok(bare) = proxy.inner.start_bare(pools, &mut parts, prep) else {
             panic!("the upstream is available");
         };
         let fut = proxy.inner.clone().forward_bare(bare);
