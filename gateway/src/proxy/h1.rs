@@ -1042,8 +1042,9 @@ mod tests {
                         add_via(&mut mapped, version);
                         let want =
                             Outgoing::encode(Vec::new(), &Method::GET, "/", host, &mapped, None);
-                        let fwd = Forwarding::direct(&h, peer, scheme, &untrusted, false, version)
-                            .expect("an untrusted peer's fields go straight in");
+                        let fwd =
+                            Forwarding::direct(host, peer, scheme, &untrusted, false, version)
+                                .expect("an untrusted peer's fields go straight in");
                         let got =
                             Outgoing::encode(Vec::new(), &Method::GET, "/", host, &h, Some(&fwd));
                         let ctx = format!("{claim:?} {peer:?} {scheme} {version:?}");
@@ -1059,8 +1060,9 @@ mod tests {
         // A trusted peer's chain, and RFC 7239, are left to the map.
         let all = trusted(&["0.0.0.0/0".to_string()]);
         let peer = peers[0];
-        let h = HeaderMap::new();
-        assert!(Forwarding::direct(&h, peer, "http", &all, false, Version::HTTP_11).is_none());
-        assert!(Forwarding::direct(&h, peer, "http", &untrusted, true, Version::HTTP_11).is_none());
+        assert!(Forwarding::direct(None, peer, "http", &all, false, Version::HTTP_11).is_none());
+        assert!(
+            Forwarding::direct(None, peer, "http", &untrusted, true, Version::HTTP_11).is_none()
+        );
     }
 }

@@ -32,17 +32,42 @@ pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
 /// Removes the hop-by-hop fields (§7.6.1): `Connection` and every field it names,
 /// `Keep-Alive`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and `Proxy-*`.
 pub fn remove_hop_by_hop(h: &mut HeaderMap) {
-    // One pass over the names, comparing known names by their index, notes which are
-    // there; most messages carry none.
-    let mut present = 0u8;
-    let mut proxy = false;
-    for k in h.keys() {
-        if let Some(i) = FIXED_HOP.iter().position(|f| k == *f) {
-            present |= 1 << i;
-        } else if k.as_str().starts_with("proxy-") {
-            proxy = true;
+    remove_scanned(h, HopScan::of(h));
+}
+
+/// Which hop-by-hop fields a map holds, found in one pass over its names (comparing known
+/// names by their index); most messages carry none.
+#[derive(Clone, Copy)]
+pub(crate) struct HopScan {
+    present: u8,
+    proxy: bool,
+}
+
+impl HopScan {
+    pub(crate) fn of(h: &HeaderMap) -> HopScan {
+        let mut scan = HopScan {
+            present: 0,
+            proxy: false,
+        };
+        for k in h.keys() {
+            if let Some(i) = FIXED_HOP.iter().position(|f| k == *f) {
+                scan.present |= 1 << i;
+            } else if k.as_str().starts_with("proxy-") {
+                scan.proxy = true;
+            }
         }
+        scan
     }
+
+    /// A `Connection` field is there (`FIXED_HOP[0]`).
+    pub(crate) fn connection(self) -> bool {
+        self.present & 1 != 0
+    }
+}
+
+/// [`remove_hop_by_hop`], with the map's names already scanned (and unchanged since).
+pub(crate) fn remove_scanned(h: &mut HeaderMap, scan: HopScan) {
+    let HopScan { present, proxy } = scan;
     if present == 0 && !proxy {
         return;
     }
@@ -86,15 +111,12 @@ fn remove_by_list(h: &mut HeaderMap) {
 
 /// Adds this hop to `Via` (§7.6.3), after any earlier ones.
 pub fn add_via(h: &mut HeaderMap, version: http::Version) {
-    h.append(VIA, HeaderValue::from_static(via_text(version)));
-}
-
-fn via_text(version: http::Version) -> &'static str {
-    match version {
+    let v = match version {
         http::Version::HTTP_10 => "1.0 gatehouse",
         http::Version::HTTP_2 => "2 gatehouse",
         _ => "1.1 gatehouse",
-    }
+    };
+    h.append(VIA, HeaderValue::from_static(v));
 }
 
 /// Which clients may speak for others.
@@ -192,14 +214,15 @@ pub(crate) struct Forwarding {
     client: StackStr,
     proto: &'static str,
     host: Option<HeaderValue>,
-    via: &'static str,
+    version: http::Version,
 }
 
 impl Forwarding {
     /// `None` when the map's way is needed: a trusted peer's chain is extended, and RFC 7239
     /// `Forwarded` is built from parts.
+    /// `host` is the request's `Host` field.
     pub(crate) fn direct(
-        h: &HeaderMap,
+        host: Option<&HeaderValue>,
         peer: Option<IpAddr>,
         scheme: &str,
         trusted: &Trusted,
@@ -212,8 +235,8 @@ impl Forwarding {
         Some(Forwarding {
             client: client_text(peer),
             proto: static_scheme(scheme),
-            host: h.get(HOST).cloned(),
-            via: via_text(version),
+            host: host.cloned(),
+            version,
         })
     }
 
@@ -225,20 +248,26 @@ impl Forwarding {
             || name == X_FORWARDED_HOST
     }
 
-    /// The field lines, as [`forward`] and [`add_via`] would set them.
+    /// The field lines, as [`forward`] and [`add_via`] would set them (the fixed parts
+    /// in as few pieces as can be).
     pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        let mut line = |name: &HeaderName, value: &[u8]| {
-            out.extend_from_slice(name.as_str().as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
-        };
-        line(&X_FORWARDED_FOR, self.client.as_str().as_bytes());
-        line(&X_FORWARDED_PROTO, self.proto.as_bytes());
+        out.extend_from_slice(b"x-forwarded-for: ");
+        out.extend_from_slice(self.client.as_bytes());
+        out.extend_from_slice(if self.proto == "https" {
+            b"\r\nx-forwarded-proto: https\r\n"
+        } else {
+            b"\r\nx-forwarded-proto: http\r\n"
+        });
         if let Some(host) = &self.host {
-            line(&X_FORWARDED_HOST, host.as_bytes());
+            out.extend_from_slice(b"x-forwarded-host: ");
+            out.extend_from_slice(host.as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
-        line(&VIA, self.via.as_bytes());
+        out.extend_from_slice(match self.version {
+            http::Version::HTTP_10 => b"via: 1.0 gatehouse\r\n",
+            http::Version::HTTP_2 => b"via: 2 gatehouse\r\n",
+            _ => b"via: 1.1 gatehouse\r\n",
+        });
     }
 
     /// Sets the same fields in a map instead, for a request that goes another way after all.
@@ -252,7 +281,7 @@ impl Forwarding {
             Some(v) => h.insert(&X_FORWARDED_HOST, v),
             None => h.remove(&X_FORWARDED_HOST),
         };
-        h.append(VIA, HeaderValue::from_static(self.via));
+        add_via(h, self.version);
     }
 }
 
@@ -289,6 +318,10 @@ impl Default for StackStr {
 impl StackStr {
     fn push(&mut self, s: &str) {
         let _ = std::fmt::Write::write_str(self, s);
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 
     fn as_str(&self) -> &str {

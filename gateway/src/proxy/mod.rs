@@ -401,17 +401,23 @@ impl Inner {
         }
         // RFC 9110 §7.8: an upgrade (WebSocket) keeps its Connection/Upgrade pair, which
         // is otherwise hop-by-hop; the client's side of the tunnel is taken here.
-        let upgrade = requested_upgrade(&parts.headers);
+        let hop = headers::HopScan::of(&parts.headers);
+        let upgrade = if hop.connection() {
+            requested_upgrade(&parts.headers)
+        } else {
+            None
+        };
         let client_upgrade = upgrade
             .as_ref()
             .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>());
-        let client_host = parts.headers.get(HOST).cloned().or_else(|| {
+        let host_field = parts.headers.get(HOST).cloned();
+        let client_host = host_field.clone().or_else(|| {
             parts
                 .uri
                 .authority()
                 .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
         });
-        headers::remove_hop_by_hop(&mut parts.headers);
+        headers::remove_scanned(&mut parts.headers, hop);
         // Only a request that can be sent again as it was may go to another upstream: an
         // idempotent method (RFC 9110 §9.2.2) and no body to replay.
         let replayable = matches!(
@@ -435,7 +441,7 @@ impl Inner {
         );
         let fwd = if own_client && replayable && client_upgrade.is_none() && !hashes_header {
             headers::Forwarding::direct(
-                &parts.headers,
+                host_field.as_ref(),
                 peer,
                 scheme,
                 &self.trusted,
