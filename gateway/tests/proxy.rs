@@ -346,13 +346,28 @@ fn forwarding_headers_and_hop_by_hop_removal() {
 fn an_untrusted_clients_forwarding_fields_are_replaced_on_either_client() {
     let e = echo();
     let s = start(&proxy_toml(&[url(e.addr)], ""));
-    let claims = "X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\nForwarded: for=6.6.6.6\r\nVia: 1.0 other\r\n";
-    let get = s.get_with("/g", claims);
-    let post = send(
-        s.addr,
-        &format!("POST /p HTTP/1.1\r\nHost: test\r\n{claims}Content-Length: 2\r\n\r\nhi"),
-    );
-    for (what, r) in [("GET", get), ("POST", post)] {
+    let claims = "X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\nForwarded: for=6.6.6.6\r\nVia: 1.0 other\r\nX-Kept: 1\r\n";
+    let post = |extra: &str| {
+        send(
+            s.addr,
+            &format!(
+                "POST /p HTTP/1.1\r\nHost: test\r\n{claims}{extra}Content-Length: 2\r\n\r\nhi"
+            ),
+        )
+    };
+    // A Host that `Connection` names goes on as the Host line but not as X-Forwarded-Host.
+    let named = "Connection: host\r\n";
+    let cases: [(&str, Resp, &[&str]); 4] = [
+        ("GET", s.get_with("/g", claims), &["test"]),
+        ("POST", post(""), &["test"]),
+        (
+            "GET naming Host",
+            s.get_with("/g", &format!("{claims}{named}")),
+            &[],
+        ),
+        ("POST naming Host", post(named), &[]),
+    ];
+    for (what, r, xfh) in cases {
         assert_eq!(r.status, 200, "{what}");
         let l = lines(&r);
         let fields = |name: &str| -> Vec<&str> {
@@ -362,7 +377,7 @@ fn an_untrusted_clients_forwarding_fields_are_replaced_on_either_client() {
         };
         assert_eq!(fields("x-forwarded-for"), ["127.0.0.1"], "{what}: {l:?}");
         assert_eq!(fields("x-forwarded-proto"), ["http"], "{what}: {l:?}");
-        assert_eq!(fields("x-forwarded-host"), ["test"], "{what}: {l:?}");
+        assert_eq!(fields("x-forwarded-host"), xfh, "{what}: {l:?}");
         assert_eq!(fields("forwarded"), Vec::<&str>::new(), "{what}: {l:?}");
         // RFC 9110 §7.6.3: this hop comes after the ones before it.
         assert_eq!(
@@ -371,6 +386,15 @@ fn an_untrusted_clients_forwarding_fields_are_replaced_on_either_client() {
             "{what}: {l:?}"
         );
         assert_eq!(fields("host"), ["test"], "{what}: {l:?}");
+        assert_eq!(fields("x-kept"), ["1"], "{what}: {l:?}");
+        // Which way each went: written into the head, X-Forwarded-For comes after the
+        // client's other fields; set in the map, it keeps the place of the client's.
+        let at = |name: &str| l.iter().position(|x| x.starts_with(name));
+        assert_eq!(
+            at("x-forwarded-for:") > at("x-kept:"),
+            what.starts_with("GET"),
+            "{what}: {l:?}"
+        );
     }
 }
 

@@ -59,7 +59,8 @@ impl ConnState {
 }
 
 /// A request head encoded for an upstream (RFC 9112 §3): the request-line, `Host` as the
-/// first field (§3.2 asks for it first), the other fields, the empty line.
+/// first field (§3.2 asks for it first), the other fields, the forwarding fields when they
+/// are written here ([`Forwarding`]), the empty line.
 ///
 /// It is encoded while the request is first handled, so that nothing of the client's
 /// request — whose fields are slices of the client connection's read buffer — outlives
@@ -115,9 +116,10 @@ impl Outgoing {
     }
 
     /// Keeps the request's map, emptied now (its values are slices of the client's read
-    /// buffer), for the response's fields. hyper's server keeps each response's map for
-    /// the connection's next request, so one map goes round and round: no allocation for
-    /// either head once it has grown to fit.
+    /// buffer), for the response's fields. hyper's HTTP/1 server keeps each response's map
+    /// for the connection's next request, so one map goes round and round: no allocation
+    /// for either head once it has grown to fit. (hyper's HTTP/2 server keeps none: there
+    /// the response's map is the request's, and each request's is new.)
     pub(crate) fn recycle(&mut self, mut map: HeaderMap) {
         map.clear();
         self.spare = map;
@@ -246,6 +248,10 @@ async fn exchange(
                     if head.status == StatusCode::SWITCHING_PROTOCOLS {
                         return Err(Failed::Other(invalid("101 to a request without Upgrade")));
                     }
+                    // Its map, emptied, is the final head's.
+                    let mut map = head.headers;
+                    map.clear();
+                    *spare = map;
                     continue;
                 }
                 Some(head) => return Ok(head),
@@ -1000,9 +1006,9 @@ mod tests {
 
     #[test]
     fn forwarding_written_into_the_head_is_what_the_map_would_send() {
-        use super::super::headers::{add_via, forward, trusted};
+        use super::super::headers::{add_via, forward, remove_hop_by_hop, trusted};
         let untrusted = trusted(&[]);
-        let claims: [&[(&str, &str)]; 4] = [
+        let claims: [&[(&str, &str)]; 5] = [
             &[],
             &[("host", "site.example"), ("accept", "*/*")],
             &[
@@ -1020,6 +1026,12 @@ mod tests {
                 ("via", "2 b"),
                 ("x-forwarded-host", "evil"),
             ],
+            // Host named hop-by-hop: still the upstream's Host line, but no X-Forwarded-Host.
+            &[
+                ("host", "site.example"),
+                ("connection", "host"),
+                ("x-forwarded-host", "evil"),
+            ],
         ];
         let peers = [
             Some("192.0.2.7".parse().unwrap()),
@@ -1029,22 +1041,32 @@ mod tests {
         ];
         let versions = [Version::HTTP_10, Version::HTTP_11, Version::HTTP_2];
         for claim in claims {
-            let mut h = HeaderMap::new();
+            let mut client = HeaderMap::new();
             for (k, v) in claim {
-                h.append(*k, HeaderValue::from_static(v));
+                client.append(*k, HeaderValue::from_static(v));
             }
+            // As `prepare` has them: the Host line from the client's map, the rest from the
+            // map with the hop-by-hop fields gone.
+            let host = client.get("host");
+            let mut h = client.clone();
+            remove_hop_by_hop(&mut h);
             for peer in peers {
                 for scheme in ["http", "https"] {
                     for version in versions {
-                        let host = h.get("host");
                         let mut mapped = h.clone();
                         forward(&mut mapped, peer, scheme, &untrusted, false);
                         add_via(&mut mapped, version);
                         let want =
                             Outgoing::encode(Vec::new(), &Method::GET, "/", host, &mapped, None);
-                        let fwd =
-                            Forwarding::direct(host, peer, scheme, &untrusted, false, version)
-                                .expect("an untrusted peer's fields go straight in");
+                        let fwd = Forwarding::direct(
+                            h.get("host"),
+                            peer,
+                            scheme,
+                            &untrusted,
+                            false,
+                            version,
+                        )
+                        .expect("an untrusted peer's fields go straight in");
                         let got =
                             Outgoing::encode(Vec::new(), &Method::GET, "/", host, &h, Some(&fwd));
                         let ctx = format!("{claim:?} {peer:?} {scheme} {version:?}");

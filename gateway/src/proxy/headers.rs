@@ -271,6 +271,8 @@ impl Forwarding {
     }
 
     /// Sets the same fields in a map instead, for a request that goes another way after all.
+    /// (None does today: `direct` is asked only for a request that will go over the own
+    /// client. This keeps a change there from sending a request without them.)
     pub(crate) fn apply(self, h: &mut HeaderMap) {
         h.remove(FORWARDED);
         if let Ok(v) = HeaderValue::from_str(self.client.as_str()) {

@@ -418,6 +418,12 @@ impl Inner {
                 .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
         });
         headers::remove_scanned(&mut parts.headers, hop);
+        // X-Forwarded-Host is the Host that is left: a `Connection` field may have named it.
+        let host_field = if hop.connection() {
+            parts.headers.get(HOST).cloned()
+        } else {
+            host_field
+        };
         // Only a request that can be sent again as it was may go to another upstream: an
         // idempotent method (RFC 9110 §9.2.2) and no body to replay.
         let replayable = matches!(
