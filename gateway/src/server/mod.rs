@@ -746,6 +746,8 @@ pin_project_lite::pin_project! {
         conn: C,
         #[pin]
         sleep: tokio::time::Sleep,
+        // The timer holds no waker yet (new, or just reset): it must be polled.
+        arm: bool,
         dog: conn::Watchdog,
         graceful: G,
         shutdown: watch::Receiver<bool>,
@@ -766,6 +768,7 @@ impl<C, G: Fn(Pin<&mut C>)> Drive<C, G> {
         Drive {
             conn,
             sleep: tokio::time::sleep(dog.tick()),
+            arm: true,
             dog,
             graceful,
             shutdown,
@@ -799,6 +802,13 @@ where
                 }
                 return std::task::Poll::Ready(());
             }
+            // A timer that holds this task's waker wakes it when it fires: until then
+            // polling it on every wake-up of a busy connection (twice a proxied request)
+            // only costs its coop budget and waker checks, ~230 instructions a request.
+            if !*this.arm && !this.sleep.is_elapsed() {
+                return std::task::Poll::Pending;
+            }
+            *this.arm = false;
             std::task::ready!(this.sleep.as_mut().poll(cx));
             if this.dog.on_tick() == conn::Verdict::Close {
                 // Idle past keep_alive, a head too slow, or a response that stopped
@@ -814,6 +824,7 @@ where
             this.sleep
                 .as_mut()
                 .reset(tokio::time::Instant::now() + this.dog.tick());
+            *this.arm = true;
         }
     }
 }
