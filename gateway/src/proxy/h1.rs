@@ -226,6 +226,8 @@ struct Head {
     length: Option<Result<u64, ()>>,
     /// `Connection: close`.
     close: bool,
+    /// A `Connection` field naming other fields was kept, for them to be removed.
+    names_others: bool,
 }
 
 async fn exchange(
@@ -338,6 +340,7 @@ fn parse_into(buf: &mut BytesMut, spare: &mut HeaderMap) -> io::Result<Option<He
         transfer: None,
         length: None,
         close: false,
+        names_others: false,
     };
     let spans = &spans[..n];
     let ascii = bytes.is_ascii();
@@ -375,6 +378,7 @@ fn fields(
             if !others {
                 continue;
             }
+            head.names_others = true;
         } else if name == TRANSFER_ENCODING {
             let last = raw.rsplit(|&b| b == b',').next().unwrap_or_default();
             head.transfer = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
@@ -482,6 +486,7 @@ impl Head {
             pool: pool.clone(),
             state,
             keep,
+            names_others: self.names_others,
         };
         if matches!(body.state, State::Length(0)) {
             body.finish();
@@ -528,9 +533,16 @@ pub(crate) struct Body {
     state: State,
     /// Whether the connection may carry another exchange after this one.
     keep: bool,
+    names_others: bool,
 }
 
 impl Body {
+    /// The head kept a `Connection` field naming other fields: they are still to go (all
+    /// the other hop-by-hop fields were left out as it was parsed).
+    pub(crate) fn hop_fields_left(&self) -> bool {
+        self.names_others
+    }
+
     fn finish(&mut self) {
         self.state = State::Done;
         if let Some(conn) = self.conn.take() {

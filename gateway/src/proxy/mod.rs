@@ -1132,7 +1132,11 @@ fn respond(
     let (mut parts, body) = res.into_parts();
     // The own client's parse already left the hop-by-hop fields out, keeping only a
     // `Connection` that names others.
-    if matches!(body, UpstreamRes::Hyper(_)) || parts.headers.contains_key(CONNECTION) {
+    let hop_fields = match &body {
+        UpstreamRes::H1(b) => b.hop_fields_left(),
+        _ => true,
+    };
+    if hop_fields {
         headers::remove_hop_by_hop(&mut parts.headers);
     }
     headers::add_via(&mut parts.headers, parts.version);
