@@ -172,6 +172,46 @@ fn a_slow_upstream_gives_504() {
     assert!(t.elapsed() < Duration::from_secs(2));
 }
 
+/// An upstream connection's timer stays registered between requests at an earlier
+/// request's deadline: it must neither cut a later request short nor fire it as a 504
+/// after going off while the connection sat idle.
+#[test]
+fn the_response_timeout_counts_from_each_request_on_a_reused_connection() {
+    let b = backend(
+        axum::Router::new()
+            .route("/fast", any(|| async { "fast" }))
+            .route(
+                "/slow",
+                any(|| async {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    "late"
+                }),
+            ),
+    );
+    let s = start(&proxy_toml(
+        &[url(b.addr)],
+        "response_timeout = \"600ms\"\nconnect_timeout = \"200ms\"",
+    ));
+    // One client connection: one runtime, so one upstream connection from its pool.
+    let mut c = Conn::open(s.addr);
+    let fast = "GET /fast HTTP/1.1\r\nHost: t\r\n\r\n";
+    assert_eq!(c.request(fast).status, 200);
+    // Idle past the first request's deadline: the timer goes off with nobody waiting.
+    std::thread::sleep(Duration::from_millis(900));
+    let r = c.request(fast);
+    assert_eq!((r.status, r.text()), (200, "fast".to_string()));
+    // The timer is now due 600 ms after that request; 400 ms on, a slow one starts.
+    std::thread::sleep(Duration::from_millis(400));
+    let t = Instant::now();
+    let r = c.request("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+    let took = t.elapsed();
+    assert_eq!(r.status, 504);
+    assert!(
+        took >= Duration::from_millis(550) && took < Duration::from_secs(3),
+        "504 after {took:?}, not 600 ms after the request"
+    );
+}
+
 #[test]
 fn passive_ejection_and_recovery() {
     let good = named("good");

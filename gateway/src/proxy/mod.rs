@@ -560,9 +560,13 @@ impl Inner {
             };
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
-            let sent = tokio::time::timeout(
-                self.response_timeout,
-                h1::send(&bare.pool, &up.authority, bare.conn.take(), &mut bare.out),
+            let deadline = tokio::time::Instant::from_std(asked) + self.response_timeout;
+            let sent = h1::send(
+                &bare.pool,
+                &up.authority,
+                bare.conn.take(),
+                &mut bare.out,
+                deadline,
             )
             .await;
             let e = match sent {
