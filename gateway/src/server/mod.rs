@@ -809,7 +809,10 @@ where
                 return std::task::Poll::Pending;
             }
             *this.arm = false;
-            std::task::ready!(this.sleep.as_mut().poll(cx));
+            // Outside the coop budget: with the task's budget spent, `Sleep::poll` returns
+            // Pending without taking the waker, and this timer would never wake the task.
+            let mut sleep = tokio::task::coop::unconstrained(this.sleep.as_mut());
+            std::task::ready!(Pin::new(&mut sleep).poll(cx));
             if this.dog.on_tick() == conn::Verdict::Close {
                 // Idle past keep_alive, a head too slow, or a response that stopped
                 // moving: drop the connection.
@@ -832,6 +835,30 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The watchdog's timer is polled only when just set or fired, so that one poll must
+    /// leave it holding the task's waker even when the connection spent the task's coop
+    /// budget first (`Sleep::poll` then returns Pending without taking the waker): else an
+    /// idle connection would never be closed.
+    #[tokio::test]
+    async fn the_watchdog_ticks_after_the_connection_spends_the_budget() {
+        let mut config = Config::default();
+        config.timeouts.keep_alive = Duration::from_millis(100);
+        config.timeouts.header_read = Duration::from_millis(100);
+        let settings = ConnSettings::new(&config);
+        let state = Arc::new(conn::ConnState::default());
+        let (_tx, shutdown) = watch::channel(false);
+        // A connection with nothing to do that uses up the budget on every poll.
+        let spender = std::future::poll_fn(|cx| loop {
+            let mut spend = std::pin::pin!(tokio::task::coop::consume_budget());
+            if spend.as_mut().poll(cx).is_pending() {
+                return std::task::Poll::<Result<(), std::io::Error>>::Pending;
+            }
+        });
+        let drive = Drive::new(spender, |_| {}, state, &settings, shutdown);
+        let closed = tokio::time::timeout(Duration::from_secs(3), drive).await;
+        assert!(closed.is_ok(), "the idle connection was never closed");
+    }
 
     /// An idle connection's memory is mostly its task. The state a plain HTTP/1.1
     /// connection is served with must hold hyper's connection once, beside its timer and
