@@ -177,19 +177,27 @@ fn a_slow_upstream_gives_504() {
 /// after going off while the connection sat idle.
 #[test]
 fn the_response_timeout_counts_from_each_request_on_a_reused_connection() {
-    let b = backend(
-        axum::Router::new()
-            .route("/fast", any(|| async { "fast" }))
-            .route(
-                "/slow",
-                any(|| async {
+    // A backend that counts its connections: /slow answers after 5 s, the rest at once.
+    let conns = Arc::new(AtomicUsize::new(0));
+    let c = conns.clone();
+    let addr = serve_each(loopback(), move |stream| {
+        c.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let svc = hyper::service::service_fn(|req: http::Request<_>| async move {
+                if req.uri().path() == "/slow" {
                     tokio::time::sleep(Duration::from_secs(5)).await;
-                    "late"
-                }),
-            ),
-    );
+                }
+                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from_static(b"fast"),
+                )))
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+        }
+    });
     let s = start(&proxy_toml(
-        &[url(b.addr)],
+        &[url(addr)],
         "response_timeout = \"600ms\"\nconnect_timeout = \"200ms\"",
     ));
     // One client connection: one runtime, so one upstream connection from its pool.
@@ -200,6 +208,11 @@ fn the_response_timeout_counts_from_each_request_on_a_reused_connection() {
     std::thread::sleep(Duration::from_millis(900));
     let r = c.request(fast);
     assert_eq!((r.status, r.text()), (200, "fast".to_string()));
+    assert_eq!(
+        conns.load(Ordering::SeqCst),
+        1,
+        "the upstream connection was reused"
+    );
     // The timer is now due 600 ms after that request; 400 ms on, a slow one starts.
     std::thread::sleep(Duration::from_millis(400));
     let t = Instant::now();

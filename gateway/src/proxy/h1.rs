@@ -52,6 +52,8 @@ pub(crate) struct ConnState {
     wbuf: Vec<u8>,
     /// The response timer, left registered from one exchange to the next: see [`within`].
     timer: Pin<Box<tokio::time::Sleep>>,
+    /// The worker slot whose runtime the timer belongs to.
+    slot: usize,
 }
 
 /// The answer did not come before the deadline.
@@ -172,7 +174,17 @@ pub(crate) async fn send(
     let mut pooled = conn;
     loop {
         let (mut conn, reused) = match pooled.take() {
-            Some(c) => (c, true),
+            Some(mut c) => {
+                // A timer is its runtime's: polled once that runtime has shut down, it
+                // panics. A pool is another runtime's only through `pools.first()`, the
+                // fallback for a slot without pools of its own.
+                let slot = crate::server::worker_slot();
+                if c.slot != slot {
+                    c.timer = Box::pin(tokio::time::sleep_until(deadline));
+                    c.slot = slot;
+                }
+                (c, true)
+            }
             None => {
                 // Boxed, timer and all: a new connection is rare, and the future of every
                 // request would otherwise make room for it.
@@ -277,6 +289,7 @@ async fn connect(
     let io = super::pool::connect_tcp(authority, settings).await?;
     Ok(Box::new(ConnState {
         timer: Box::pin(tokio::time::sleep_until(deadline)),
+        slot: crate::server::worker_slot(),
         io,
         buf: BytesMut::with_capacity(INIT_BUF),
         wbuf: Vec::new(),

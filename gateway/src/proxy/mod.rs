@@ -560,7 +560,10 @@ impl Inner {
             };
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
-            let deadline = tokio::time::Instant::from_std(asked) + self.response_timeout;
+            // As `tokio::time::timeout` does, a deadline past what an Instant holds is far.
+            let deadline = tokio::time::Instant::from_std(asked)
+                .checked_add(self.response_timeout)
+                .unwrap_or_else(|| tokio::time::Instant::now() + FAR);
             let sent = h1::send(
                 &bare.pool,
                 &up.authority,
@@ -801,6 +804,9 @@ impl Refused {
         plain(self.0, self.1)
     }
 }
+
+/// A deadline that never comes: about 30 years, as tokio's own.
+const FAR: Duration = Duration::from_secs(86400 * 365 * 30);
 
 /// What every attempt at a request shares, once its head is ready.
 struct Prepared {
