@@ -177,24 +177,12 @@ fn a_slow_upstream_gives_504() {
 /// after going off while the connection sat idle.
 #[test]
 fn the_response_timeout_counts_from_each_request_on_a_reused_connection() {
-    // A backend that counts its connections: /slow answers after 5 s, the rest at once.
-    let conns = Arc::new(AtomicUsize::new(0));
-    let c = conns.clone();
-    let addr = serve_each(loopback(), move |stream| {
-        c.fetch_add(1, Ordering::SeqCst);
-        async move {
-            let svc = hyper::service::service_fn(|req: http::Request<_>| async move {
-                if req.uri().path() == "/slow" {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                }
-                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
-                    bytes::Bytes::from_static(b"fast"),
-                )))
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
+    // /slow answers after 5 s, the rest at once.
+    let (addr, conns) = hyper_backend(|req| async move {
+        if req.uri().path() == "/slow" {
+            tokio::time::sleep(Duration::from_secs(5)).await;
         }
+        http::Response::new(Full::from("fast"))
     });
     let s = start(&proxy_toml(
         &[url(addr)],
@@ -336,6 +324,33 @@ fn echo() -> Backend {
 
 fn lines(r: &Resp) -> Vec<String> {
     r.text().lines().map(str::to_string).collect()
+}
+
+type Full = http_body_util::Full<bytes::Bytes>;
+
+/// A hyper HTTP/1.1 backend answering each request with `answer`; counts the connections
+/// it accepts.
+fn hyper_backend<F, Fut>(answer: F) -> (SocketAddr, Arc<AtomicUsize>)
+where
+    F: Fn(http::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = http::Response<Full>> + Send + 'static,
+{
+    let conns = Arc::new(AtomicUsize::new(0));
+    let c = conns.clone();
+    let addr = serve_each(loopback(), move |stream| {
+        c.fetch_add(1, Ordering::SeqCst);
+        let answer = answer.clone();
+        async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let answered = answer(req);
+                async move { Ok::<_, std::convert::Infallible>(answered.await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                .await;
+        }
+    });
+    (addr, conns)
 }
 
 #[test]
@@ -525,22 +540,7 @@ fn connections_to_upstreams_are_reused() {
         "runtime = \"shared\"\n",
         "runtime = \"per-core\"\nworkers = 2\n",
     ] {
-        let conns = Arc::new(AtomicUsize::new(0));
-        let c = conns.clone();
-        // A backend that counts the connections it accepts.
-        let addr = serve_each(loopback(), move |stream| {
-            c.fetch_add(1, Ordering::SeqCst);
-            async move {
-                let svc = hyper::service::service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(http::Response::new(
-                        http_body_util::Full::new(bytes::Bytes::from_static(b"pooled")),
-                    ))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                    .await;
-            }
-        });
+        let (addr, conns) = hyper_backend(|_| async { http::Response::new(Full::from("pooled")) });
         let s = start(&format!("{runtime}{}", proxy_toml(&[url(addr)], "")));
         for _ in 0..50 {
             assert_eq!(s.get("/").text(), "pooled", "{runtime}");
@@ -626,26 +626,14 @@ fn wait_open_at_most(open: &AtomicUsize, n: usize) {
 
 #[test]
 fn a_response_over_hypers_client_served_from_the_compression_cache_keeps_its_connection() {
-    let conns = Arc::new(AtomicUsize::new(0));
-    let c = conns.clone();
-    let addr = serve_each(loopback(), move |stream| {
-        c.fetch_add(1, Ordering::SeqCst);
-        async move {
-            let svc =
-                hyper::service::service_fn(|req: http::Request<hyper::body::Incoming>| async {
-                    use http_body_util::BodyExt;
-                    let _ = req.into_body().collect().await;
-                    http::Response::builder()
-                        .header("content-type", "text/plain")
-                        .header("etag", "\"v1\"")
-                        .body(http_body_util::Full::new(bytes::Bytes::from(
-                            "gatehouse ".repeat(300),
-                        )))
-                });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
-        }
+    let (addr, conns) = hyper_backend(|req| async {
+        use http_body_util::BodyExt;
+        let _ = req.into_body().collect().await;
+        let mut res = http::Response::new(Full::from("gatehouse ".repeat(300)));
+        let h = res.headers_mut();
+        h.insert("content-type", http::HeaderValue::from_static("text/plain"));
+        h.insert("etag", http::HeaderValue::from_static("\"v1\""));
+        res
     });
     let s = start(&format!(
         "runtime = \"shared\"\n{}",
