@@ -335,11 +335,23 @@ where
     F: Fn(http::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = http::Response<Full>> + Send + 'static,
 {
-    let conns = Arc::new(AtomicUsize::new(0));
-    let c = conns.clone();
+    let (addr, accepted, _) = hyper_backend_counted(answer);
+    (addr, accepted)
+}
+
+/// [`hyper_backend`], also counting the connections open on it.
+fn hyper_backend_counted<F, Fut>(answer: F) -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>)
+where
+    F: Fn(http::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = http::Response<Full>> + Send + 'static,
+{
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(AtomicUsize::new(0));
+    let (a, o) = (accepted.clone(), open.clone());
     let addr = serve_each(loopback(), move |stream| {
-        c.fetch_add(1, Ordering::SeqCst);
-        let answer = answer.clone();
+        a.fetch_add(1, Ordering::SeqCst);
+        o.fetch_add(1, Ordering::SeqCst);
+        let (o, answer) = (o.clone(), answer.clone());
         async move {
             let svc = hyper::service::service_fn(move |req| {
                 let answered = answer(req);
@@ -348,9 +360,10 @@ where
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
                 .await;
+            o.fetch_sub(1, Ordering::SeqCst);
         }
     });
-    (addr, conns)
+    (addr, accepted, open)
 }
 
 #[test]
@@ -595,23 +608,9 @@ fn an_upstream_closing_its_idle_connections_costs_no_request() {
 
 /// A keep-alive backend answering `body` after `delay`, counting the connections open on it.
 fn counting_backend(body: &'static [u8], delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
-    let open = Arc::new(AtomicUsize::new(0));
-    let o = open.clone();
-    let addr = serve_each(loopback(), move |stream| {
-        o.fetch_add(1, Ordering::SeqCst);
-        let o = o.clone();
-        async move {
-            let svc = hyper::service::service_fn(move |_req| async move {
-                tokio::time::sleep(delay).await;
-                Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
-                    bytes::Bytes::from_static(body),
-                )))
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
-            o.fetch_sub(1, Ordering::SeqCst);
-        }
+    let (addr, _, open) = hyper_backend_counted(move |_| async move {
+        tokio::time::sleep(delay).await;
+        http::Response::new(Full::from(body))
     });
     (addr, open)
 }
