@@ -111,12 +111,16 @@ fn remove_by_list(h: &mut HeaderMap) {
 
 /// Adds this hop to `Via` (§7.6.3), after any earlier ones.
 pub fn add_via(h: &mut HeaderMap, version: http::Version) {
-    let v = match version {
+    h.append(VIA, HeaderValue::from_static(via_text(version)));
+}
+
+/// This hop's `Via` value (§7.6.3: the protocol version it was received with, then us).
+fn via_text(version: http::Version) -> &'static str {
+    match version {
         http::Version::HTTP_10 => "1.0 gatehouse",
         http::Version::HTTP_2 => "2 gatehouse",
         _ => "1.1 gatehouse",
-    };
-    h.append(VIA, HeaderValue::from_static(v));
+    }
 }
 
 /// Which clients may speak for others.
@@ -263,11 +267,9 @@ impl Forwarding {
             out.extend_from_slice(host.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        out.extend_from_slice(match self.version {
-            http::Version::HTTP_10 => b"via: 1.0 gatehouse\r\n",
-            http::Version::HTTP_2 => b"via: 2 gatehouse\r\n",
-            _ => b"via: 1.1 gatehouse\r\n",
-        });
+        out.extend_from_slice(b"via: ");
+        out.extend_from_slice(via_text(self.version).as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
 
     /// Sets the same fields in a map instead, for a request that goes another way after all.
