@@ -6,13 +6,15 @@
 #      against loopback only, and writes its counts when it exits;
 #   3. the counts are merged with llvm-profdata, and gatehouse is built again using them, so
 #      LLVM inlines and lays out code for the paths requests take.
-# Measured with callgrind on a proxied request: 24,035 user instructions for the plain
-# release build, 19,124 for this one (README, "Profile-guided build").
+# Measured with callgrind on a proxied request: 24,025 user instructions for the plain
+# release build, 19,060 for this one (README, "Profile-guided build").
 #
 # Needs what bench/run.sh needs (nginx, oha, openssl, python3) and an llvm-profdata from the
 # same LLVM major version as rustc's: LLVM_PROFDATA, rustup's llvm-tools, llvm-profdata-N or
 # /usr/lib/llvm-N/bin/llvm-profdata (Debian: apt-get install llvm-N). TRAIN_DURATION (4s) is
-# each scenario's length. A plain `cargo build --release` is untouched.
+# each scenario's length; bench/run.sh's other settings are its defaults, whatever the caller
+# has set. RUSTFLAGS the caller set apply to both builds. A plain `cargo build --release` is
+# untouched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -40,11 +42,17 @@ have=$("$profdata" --version | sed -n 's/.*LLVM version \([0-9]*\).*/\1/p')
 data=$ROOT/target/pgo-data
 rm -rf "$data" && mkdir -p "$data"
 echo "== pgo: instrumented build (target/pgo-gen)"
-RUSTFLAGS="-Cprofile-generate=$data/raw" \
+RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$data/raw" \
   cargo build --release --locked --quiet -p gatehouse --bin gatehouse --target-dir target/pgo-gen
 
+# Build scripts and proc macros are instrumented too, and wrote their counts while the
+# build ran: only what gatehouse writes in training may go into the profile.
+rm -rf "$data/raw"
+
 echo "== pgo: training on bench/run.sh's scenarios"
-CADDY= DURATION=${TRAIN_DURATION:-4s} WARMUP=1s GATEHOUSE=$ROOT/target/pgo-gen/release/gatehouse \
+env -u SCENARIOS -u ROUNDS -u CONNECTIONS -u FLOOR -u GATEHOUSE_BASE -u RUNTIME -u BASE_RUNTIME \
+  -u METRICS -u BASE_METRICS -u GATEHOUSE_TOML -u BASE_TOML \
+  CADDY= DURATION=${TRAIN_DURATION:-4s} WARMUP=1s GATEHOUSE=$ROOT/target/pgo-gen/release/gatehouse \
   OUT_DIR="$data/train" bash bench/run.sh > "$data/train.log" 2>&1 \
   || { tail -20 "$data/train.log" >&2; echo "pgo.sh: the training run failed" >&2; exit 1; }
 # Training that served nothing, or served errors, would tune the build for the wrong paths.
@@ -52,14 +60,15 @@ python3 - "$data/train/bench-results.json" <<'PY'
 import json, sys
 rows = [r for r in json.load(open(sys.argv[1])) if r["server"] == "gatehouse"]
 bad = [r["scenario"] for r in rows if not r["requests"] or r["errors"]]
-if len(rows) < 10 or bad:
-    sys.exit(f"pgo.sh: training served {len(rows)} scenarios, with no traffic or errors in: {bad}")
-print(f"   {len(rows)} scenarios, {sum(r['requests'] for r in rows):,} requests, no errors")
+scenarios = {r["scenario"] for r in rows}
+if len(scenarios) < 10 or bad:
+    sys.exit(f"pgo.sh: training served {len(scenarios)} scenarios, with no traffic or errors in: {bad}")
+print(f"   {len(scenarios)} scenarios, {sum(r['requests'] for r in rows):,} requests, no errors")
 PY
 ls "$data"/raw/*.profraw > /dev/null 2>&1 || { echo "pgo.sh: training wrote no profile" >&2; exit 1; }
 "$profdata" merge -o "$data/merged.profdata" "$data"/raw/*.profraw
 
 echo "== pgo: optimised build (target/pgo)"
-RUSTFLAGS="-Cprofile-use=$data/merged.profdata" \
+RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-use=$data/merged.profdata" \
   cargo build --release --locked --quiet -p gatehouse --bin gatehouse --target-dir target/pgo
 echo "   built target/pgo/release/gatehouse"

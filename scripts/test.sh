@@ -24,7 +24,9 @@ command -v docker-compose > /dev/null || need_apt+=(docker-compose)
 command -v npm > /dev/null || need_apt+=(npm)
 command -v unzip > /dev/null || need_apt+=(unzip)
 # The profile-guided build (scripts/pgo.sh) merges its profiles with rustc's LLVM version.
+export PATH="$HOME/.cargo/bin:$PATH"
 llvm=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+[ -n "$llvm" ] || { echo "rustc -vV names no LLVM version" >&2; exit 1; }
 [ -x "/usr/lib/llvm-$llvm/bin/llvm-profdata" ] || need_apt+=("llvm-$llvm")
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing ${need_apt[*]}"

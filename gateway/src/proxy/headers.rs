@@ -252,8 +252,7 @@ impl Forwarding {
             || name == X_FORWARDED_HOST
     }
 
-    /// The field lines, as [`forward`] and [`add_via`] would set them (the fixed parts
-    /// in as few pieces as can be).
+    /// The field lines, as [`forward`] and [`add_via`] would set them.
     pub(crate) fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"x-forwarded-for: ");
         out.extend_from_slice(self.client.as_bytes());
