@@ -232,7 +232,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
     type Error = Infallible;
     type Future = ConnFuture;
 
-    fn call(&self, req: Request<hyper::body::Incoming>) -> ConnFuture {
+    fn call(&self, mut req: Request<hyper::body::Incoming>) -> ConnFuture {
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
@@ -241,7 +241,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
             metrics: self.router.unrouted_metrics(),
         };
         let started = out.metrics.map(|m| m.start(req.method()));
-        let early = match self.front.refuse(&req) {
+        let early = match self.front.canonicalize(&mut req) {
             Some(res) => Some(res),
             None if self.front.intercepts() => self.front.intercept(&req),
             None => None,

@@ -5,7 +5,7 @@ use crate::body::GateBody;
 use crate::router::strip_port;
 use crate::static_files::plain;
 use gatehouse_layers::acme::ChallengeTokens;
-use http::header::{HOST, LOCATION};
+use http::header::{AUTHORIZATION, HOST, LOCATION, TRANSFER_ENCODING};
 use http::{HeaderValue, Request, Response, StatusCode};
 
 /// One listener's settings, shared by its connections.
@@ -27,27 +27,30 @@ impl Front {
         self.redirect.is_some() || self.acme.is_some()
     }
 
-    /// The 4xx for a request refused before routing, if it is one:
+    /// Makes the request canonical before routing, or gives the 4xx/5xx that refuses it:
     /// - 414 for a target longer than the limit (RFC 9110 §15.5.15);
-    /// - 400 for an HTTP/1.1 request without exactly one `Host` (RFC 9112 §3.2).
+    /// - 400 for an HTTP/1.1 request without exactly one `Host` (RFC 9112 §3.2), for a
+    ///   `Host` that is not `host[:port]` ([`valid_host`]), and for an HTTP/2 request whose
+    ///   `host` names another authority than `:authority` (RFC 9113 §8.3.1);
+    /// - the authority of an absolute-form target (HTTP/1) or of `:authority` (HTTP/2)
+    ///   becomes the one `Host` (RFC 9112 §3.2.2: a proxy MUST replace Host with it), so
+    ///   that the route, its auth and the upstream all read one authority;
+    /// - 501 for a transfer coding other than `chunked` (RFC 9112 §6.1: hyper would decode
+    ///   the chunks and drop the rest);
+    /// - 400 for two `Authorization` fields (which one would be checked, which forwarded?);
+    /// - header names with `_` are dropped, as nginx does by default: `X_Forwarded_For`
+    ///   would otherwise reach a CGI-style backend as `X-Forwarded-For`.
     ///
     /// (A body framed by both `Content-Length` and `Transfer-Encoding` never gets here:
     /// hyper reads it by `Transfer-Encoding` alone and closes the connection after the
     /// response, as RFC 9112 §6.1 allows.)
-    pub(crate) fn refuse<B>(&self, req: &Request<B>) -> Option<Response<GateBody>> {
+    pub(crate) fn canonicalize<B>(&self, req: &mut Request<B>) -> Option<Response<GateBody>> {
         let len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
         if self.max_uri_bytes > 0 && len > self.max_uri_bytes {
             return Some(plain(StatusCode::URI_TOO_LONG, "URI too long\n"));
         }
-        if req.version() == http::Version::HTTP_11 {
-            let mut hosts = req.headers().get_all(HOST).iter();
-            if hosts.next().is_none() || hosts.next().is_some() {
-                return Some(plain(StatusCode::BAD_REQUEST, "bad request: Host\n"));
-            }
-        }
-        None
+        canonical_head(req)
     }
-
     /// The response to give instead of routing, if any.
     pub(crate) fn intercept<B>(&self, req: &Request<B>) -> Option<Response<GateBody>> {
         if let Some(tokens) = &self.acme {
@@ -58,6 +61,152 @@ impl Front {
         let port = self.redirect?;
         Some(redirect(req, port))
     }
+}
+
+fn bad(why: &'static str) -> Option<Response<GateBody>> {
+    Some(plain(StatusCode::BAD_REQUEST, why))
+}
+
+/// The header checks of [`Front::canonicalize`], in one pass over the fields.
+fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
+    let (mut hosts, mut auths, mut underscored) = (0u32, 0u32, false);
+    for (name, value) in req.headers() {
+        if name == HOST {
+            hosts += 1;
+        } else if name == AUTHORIZATION {
+            auths += 1;
+        } else if name == TRANSFER_ENCODING {
+            let only_chunked = value
+                .as_bytes()
+                .split(|&b| b == b',')
+                .all(|c| c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            if !only_chunked {
+                return Some(plain(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "transfer coding not implemented\n",
+                ));
+            }
+        } else if name.as_str().as_bytes().contains(&b'_') {
+            underscored = true;
+        }
+    }
+    if auths > 1 {
+        return bad("bad request: two Authorization fields\n");
+    }
+    if underscored {
+        let doomed: Vec<http::HeaderName> = req
+            .headers()
+            .keys()
+            .filter(|k| k.as_str().contains('_'))
+            .cloned()
+            .collect();
+        for k in doomed {
+            req.headers_mut().remove(k);
+        }
+    }
+    let h2 = req.version() == http::Version::HTTP_2;
+    if req.version() == http::Version::HTTP_11 && hosts != 1 {
+        return bad("bad request: Host\n");
+    }
+    if hosts > 1 {
+        return bad("bad request: Host\n");
+    }
+    if let Some(authority) = req.uri().authority() {
+        if !valid_host(authority.as_str().as_bytes()) {
+            return bad("bad request: authority\n");
+        }
+        let same = req
+            .headers()
+            .get(HOST)
+            .map(|h| same_authority(h.as_bytes(), authority.as_str().as_bytes()));
+        match same {
+            Some(true) => {}
+            // RFC 9113 §8.3.1: a request whose `host` and `:authority` differ is malformed.
+            Some(false) if h2 => return bad("bad request: host and :authority differ\n"),
+            // RFC 9112 §3.2.2: the absolute-form target's authority wins over Host. Also an
+            // HTTP/2 request without `host`: the upstream and the logs get it as Host.
+            _ => match HeaderValue::from_str(authority.as_str()) {
+                Ok(v) => {
+                    req.headers_mut().insert(HOST, v);
+                }
+                Err(_) => return bad("bad request: authority\n"),
+            },
+        }
+        return None;
+    }
+    match req.headers().get(HOST) {
+        Some(h) if !valid_host(h.as_bytes()) => bad("bad request: Host\n"),
+        _ => None,
+    }
+}
+
+/// Whether two valid authorities name one host: the same name (case aside), and the same
+/// port where both give one (`a.test` and `a.test:443` over TLS are one origin).
+fn same_authority(a: &[u8], b: &[u8]) -> bool {
+    let split = |h: &[u8]| -> (usize, usize) {
+        let after = if h.first() == Some(&b'[') {
+            h.iter().position(|&b| b == b']').map_or(0, |i| i + 1)
+        } else {
+            0
+        };
+        let colon = h[after..].iter().position(|&b| b == b':');
+        colon.map_or((h.len(), h.len()), |i| (after + i, after + i + 1))
+    };
+    let ((ae, ap), (be, bp)) = (split(a), split(b));
+    a[..ae].eq_ignore_ascii_case(&b[..be]) && (ap == a.len() || bp == b.len() || a[ap..] == b[bp..])
+}
+
+/// Whether a `Host` value (or an authority) is `host[:port]` (RFC 9110 §7.2, RFC 3986
+/// §3.2): an IPv6 literal in brackets, or a name of letters, digits, `-`, `.`, `_` and `~`
+/// whose labels are not empty (a single trailing dot allowed); then at most one `:` and a
+/// port up to 65535. Stricter than RFC 3986's reg-name, which also admits sub-delims and
+/// percent-escapes: no DNS name holds those, and a backend that decodes `%2E` or reads
+/// `a,b` as a list would see another host than the one the route was chosen by. No
+/// userinfo (RFC 9110 §4.2.4), no path, query or fragment, not empty.
+pub(crate) fn valid_host(h: &[u8]) -> bool {
+    let (host, port) = if let Some(rest) = h.strip_prefix(b"[") {
+        let Some(end) = rest.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let lit = &rest[..end];
+        let ok = std::str::from_utf8(lit).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok());
+        if !ok {
+            return false;
+        }
+        (&h[..end + 2], &rest[end + 1..])
+    } else {
+        match h.iter().position(|&b| b == b':') {
+            Some(i) => (&h[..i], &h[i..]),
+            None => (h, &h[h.len()..]),
+        }
+    };
+    let port_ok = match port {
+        [] => true,
+        [b':', digits @ ..] => {
+            !digits.is_empty()
+                && digits.len() <= 5
+                && digits.iter().all(u8::is_ascii_digit)
+                && digits
+                    .iter()
+                    .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'))
+                    <= 65535
+        }
+        _ => false,
+    };
+    if !port_ok || host.is_empty() {
+        return false;
+    }
+    if host[0] == b'[' {
+        return true;
+    }
+    let name = host.strip_suffix(b".").unwrap_or(host);
+    !name.is_empty()
+        && name.split(|&b| b == b'.').all(|label| {
+            !label.is_empty()
+                && label
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~'))
+        })
 }
 
 /// 308 to the same host, path and query over https (RFC 9110 §15.4.9: the method and body
@@ -118,6 +267,77 @@ mod tests {
         assert_eq!(location(&r), "https://[::1]/x");
         let r = redirect(&req("/x", None), None);
         assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn hosts_follow_the_authority_grammar() {
+        for h in [
+            "example.com",
+            "EXAMPLE.com:8080",
+            "a-b.c_d~e.",
+            "127.0.0.1:80",
+            "[::1]",
+            "[2001:db8::1]:443",
+            "x:65535",
+        ] {
+            assert!(valid_host(h.as_bytes()), "{h}");
+        }
+        for h in [
+            "",
+            ":80",
+            "user@h",
+            "h/evil",
+            "h?x",
+            "h#x",
+            "a, b",
+            "a,b",
+            "[x]",
+            "[::1",
+            "[::1]x",
+            "h:99999",
+            "h:",
+            "h:8o",
+            "h:1:2",
+            "a..b",
+            ".a",
+            ".",
+            "%65vil",
+            "h\\x",
+            "h x",
+            "evil.com/x?",
+        ] {
+            assert!(!valid_host(h.as_bytes()), "{h}");
+        }
+    }
+
+    #[test]
+    fn authorities_compare_by_host_and_port() {
+        assert!(same_authority(b"A.test", b"a.test"));
+        assert!(same_authority(b"a.test:443", b"a.test"));
+        assert!(same_authority(b"[::1]:80", b"[::1]"));
+        assert!(!same_authority(b"a.test:443", b"a.test:8443"));
+        assert!(!same_authority(b"secure.local", b"127.0.0.1"));
+    }
+
+    #[test]
+    fn absolute_form_authority_replaces_host() {
+        let f = Front::default();
+        let mut r = req("http://a.test/x", Some("b.test"));
+        *r.version_mut() = http::Version::HTTP_11;
+        assert!(f.canonicalize(&mut r).is_none());
+        assert_eq!(r.headers().get(HOST).unwrap(), "a.test");
+        let mut r = req("http://a.test/x", Some("b.test"));
+        *r.version_mut() = http::Version::HTTP_2;
+        assert_eq!(
+            f.canonicalize(&mut r).map(|r| r.status()),
+            Some(StatusCode::BAD_REQUEST)
+        );
+        let mut r = req("/x", Some("evil.com/x?"));
+        *r.version_mut() = http::Version::HTTP_11;
+        assert_eq!(
+            f.canonicalize(&mut r).map(|r| r.status()),
+            Some(StatusCode::BAD_REQUEST)
+        );
     }
 
     #[test]
