@@ -556,6 +556,17 @@ pub struct ProxyConfig {
     /// HTTP/2 only, by prior knowledge for http:// upstreams (h2c, gRPC). https upstreams
     /// negotiate HTTP/2 or HTTP/1.1 by ALPN when this is off.
     pub http2: bool,
+    /// Refuse (400) request paths that backends commonly read differently from the
+    /// gateway: `;` path parameters (Tomcat reads `/admin;x` as `/admin`) and double
+    /// encoding (`%2561` is `%61` to a backend that decodes twice). Turn off only for a
+    /// backend that needs them and reads them the one way the route's rules assume.
+    /// Encoded slashes beside dot segments and spellings that another route would match
+    /// ignoring case are refused either way.
+    pub strict_paths: bool,
+    /// Protocols a client may upgrade the connection to through this route (RFC 9110
+    /// §7.8), compared without case. Any other `Upgrade` is dropped and the request goes
+    /// as a plain one. `h2c` is never relayed: its bytes would skip the route's checks.
+    pub upgrades: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -592,6 +603,8 @@ impl Default for ProxyConfig {
             tls_client_cert: None,
             tls_client_key: None,
             http2: false,
+            strict_paths: true,
+            upgrades: vec!["websocket".into()],
         }
     }
 }

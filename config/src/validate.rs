@@ -404,6 +404,29 @@ fn check_proxy(c: &mut Collector, k: &str, px: &crate::ProxyConfig) {
             "tls_client_cert and tls_client_key go together",
         );
     }
+    for (j, u) in px.upgrades.iter().enumerate() {
+        // RFC 9110 §7.8: a protocol name is a token, with an optional `/version`.
+        let token = |t: &str| {
+            !t.is_empty()
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        let ok = match u.split_once('/') {
+            Some((name, version)) => token(name) && token(version),
+            None => token(u),
+        };
+        if !ok {
+            c.err(
+                format!("{kp}.upgrades.{j}"),
+                format!("{u:?} is not a protocol name"),
+            );
+        } else if u.eq_ignore_ascii_case("h2c") || u.to_ascii_lowercase().starts_with("h2c/") {
+            c.err(
+                format!("{kp}.upgrades.{j}"),
+                "h2c is never relayed: the upgraded bytes would skip the route's checks",
+            );
+        }
+    }
     let h = px.hash_on.as_str();
     let hash_ok = h == "client_ip"
         || h.strip_prefix("header:")

@@ -67,6 +67,8 @@ struct RouteEntry {
     /// The prefix is taken off the path before the Service sees it (always for static
     /// files; for a proxy when `strip_prefix` is set).
     strip: bool,
+    /// A proxy's `strict_paths`: `;` and double encoding are refused.
+    strict_paths: bool,
     svc: RouteService,
     log: Option<AccessLog>,
     access: Option<Arc<IpRules>>,
@@ -189,6 +191,8 @@ impl IpRules {
 struct Group {
     /// Longest prefix first.
     routes: Vec<RouteEntry>,
+    /// Some prefix has an upper-case letter: then even a lower-case path is read loosely.
+    upper_prefix: bool,
 }
 
 struct Table {
@@ -317,6 +321,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
                 route.path.trim_end_matches('/').into()
             },
             strip: route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
+            strict_paths: route.proxy.as_ref().is_none_or(|p| p.strict_paths),
             svc,
             log,
             access: route.access.as_ref().map(|a| Arc::new(IpRules::new(a))),
@@ -351,7 +356,13 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             group.routes.push(entry.clone());
         }
     }
-    let sort = |g: &mut Group| g.routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+    let sort = |g: &mut Group| {
+        g.routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        g.upper_prefix = g
+            .routes
+            .iter()
+            .any(|r| r.prefix.bytes().any(|b| b.is_ascii_uppercase()));
+    };
     sort(&mut any);
     exact.values_mut().for_each(sort);
     let mut wildcard: Vec<(Box<str>, Group)> = wildcard.into_iter().collect();
@@ -513,7 +524,7 @@ impl GatewayRouter {
         Ok(())
     }
 
-    fn route<'t, B>(t: &'t Table, req: &Request<B>) -> Option<&'t RouteEntry> {
+    fn route<'t, B>(t: &'t Table, req: &Request<B>) -> Option<(&'t Group, usize)> {
         let group = if t.by_host {
             // The authority of an absolute-form or HTTP/2 request, else Host.
             let host = req
@@ -526,11 +537,12 @@ impl GatewayRouter {
             &t.any
         };
         let path = req.uri().path();
-        group.routes.iter().find(|r| {
+        let i = group.routes.iter().position(|r| {
             r.prefix.is_empty()
                 || (path.starts_with(&*r.prefix)
                     && matches!(path.as_bytes().get(r.prefix.len()), None | Some(b'/')))
-        })
+        })?;
+        Some((group, i))
     }
 
     /// Routes `req`; sets `out.log` when the route has an access log, and `out.metrics`
@@ -574,9 +586,10 @@ impl GatewayRouter {
                 }
             }
         };
-        let Some(route) = Self::route(&table, &req) else {
+        let Some((group, index)) = Self::route(&table, &req) else {
             return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
         };
+        let route = &group.routes[index];
         if route.metrics.is_some() {
             out.metrics = route.metrics;
         }
@@ -605,6 +618,16 @@ impl GatewayRouter {
             route.svc,
             RouteService::Proxy(_) | RouteService::ProxyCompressed(_)
         );
+        if proxied {
+            // What the upstream is sent must choose this same route however the upstream
+            // reads it, or the request is refused: see `ambiguous`.
+            let raw = original.as_ref().map_or(req.uri().path(), |o| o.path());
+            if ambiguous(raw, route.strict_paths)
+                || loosely_another_route(group, index, req.uri().path())
+            {
+                return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
+            }
+        }
         if let (true, Some(o)) = (proxied, original) {
             // An upstream gets the path as the client sent it, as from nginx's proxy_pass
             // without a URI: `%2F` stays `%2F`. Its prefix must then be spelled plainly
@@ -810,6 +833,76 @@ fn has_dot_segment(path: &str) -> bool {
             None => return false,
         }
     }
+}
+
+/// Whether a raw path that is to be forwarded may be read by a backend as another path
+/// than the one it was routed by:
+/// - an encoded slash or backslash that makes a dot segment once decoded (`..%2f`,
+///   `%2f..`): routing resolved it, a backend that decodes `%2F` resolves it elsewhere;
+/// - with `strict`, a `;` (Tomcat and Spring read `/admin;x/` as `/admin/`, and `..;` as
+///   `..`) and double encoding (`%2561` is `%61`, then `a`, to a backend that decodes
+///   twice).
+///
+/// A plain path (no `%`, no `;`) costs one scan.
+fn ambiguous(raw: &str, strict: bool) -> bool {
+    let b = raw.as_bytes();
+    if !b.iter().any(|&c| c == b'%' || c == b';') {
+        return false;
+    }
+    if strict && b.contains(&b';') {
+        return true;
+    }
+    let hex = |c: u8| c.is_ascii_hexdigit();
+    if strict
+        && b.windows(5)
+            .any(|w| w[0] == b'%' && w[1] == b'2' && w[2] == b'5' && hex(w[3]) && hex(w[4]))
+    {
+        return true;
+    }
+    let decoded = percent_encoding::percent_decode(b).collect::<Vec<u8>>();
+    decoded
+        .split(|&c| c == b'/' || c == b'\\')
+        .any(|seg| seg == b"." || seg == b"..")
+}
+
+/// Whether a route listed before `index` in `group` (a longer prefix) matches `path` (the
+/// normalised path that chose the route) when read as a lenient backend may read it:
+/// without case (Windows, IIS, some frameworks), with `%`-escapes decoded once more, and
+/// with the white space and trailing dots of each segment trimmed (`/admin%20/`,
+/// `/admin./`). Such a spelling of another route's path is refused rather than sent past
+/// that route's rules.
+fn loosely_another_route(group: &Group, index: usize, path: &str) -> bool {
+    if index == 0 {
+        return false;
+    }
+    let plain = !path
+        .as_bytes()
+        .iter()
+        .any(|&b| b.is_ascii_uppercase() || b == b'%' || b == b'.' || b == b' ');
+    if plain && !group.upper_prefix {
+        return false;
+    }
+    let loose = loose_path(path);
+    group.routes[..index].iter().any(|r| {
+        let prefix = r.prefix.to_ascii_lowercase();
+        loose.starts_with(&prefix)
+            && matches!(loose.as_bytes().get(prefix.len()), None | Some(b'/'))
+    })
+}
+
+/// `path` as a lenient backend might read it: decoded, lower-case, each segment trimmed of
+/// white space and trailing dots.
+fn loose_path(path: &str) -> String {
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    let mut out = String::with_capacity(decoded.len());
+    for (i, seg) in decoded.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        let seg = seg.trim_matches(|c: char| c.is_whitespace());
+        out.push_str(&seg.trim_end_matches(['.', ' ', '\t']).to_lowercase());
+    }
+    out
 }
 
 /// `.` or `..`, each dot plain or `%2e`/`%2E`; no allocation, as it runs on every
@@ -1055,6 +1148,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn paths_a_backend_may_read_otherwise_are_found() {
+        use super::ambiguous;
+        for p in [
+            "/api/admin/..%2fx",
+            "/api/admin%2f..%2fx",
+            "/a/%2e%2e%2fb",
+            "/a/x%2F..",
+            "/a/..%5cb",
+        ] {
+            assert!(ambiguous(p, false), "{p}");
+            assert!(ambiguous(p, true), "{p}");
+        }
+        for p in [
+            "/api/admin;x/x",
+            "/api/x/..;/admin",
+            "/a/%2561dmin",
+            "/a%25ff",
+        ] {
+            assert!(ambiguous(p, true), "{p}");
+            assert!(!ambiguous(p, false), "relaxed: {p}");
+        }
+        for p in [
+            "/api/x",
+            "/a%20b/c%2Fd",
+            "/a/%2e%2ex",
+            "/a/b.c",
+            "/%25zz",
+            "/",
+        ] {
+            assert!(!ambiguous(p, true), "{p}");
+        }
+    }
+
+    #[test]
+    fn lenient_readings_fold_case_trim_and_decode() {
+        use super::loose_path;
+        assert_eq!(loose_path("/API/Admin%20/x"), "/api/admin/x");
+        assert_eq!(loose_path("/api/admin./x"), "/api/admin/x");
+        assert_eq!(loose_path("/api/%09admin%09"), "/api/admin");
+        assert_eq!(loose_path("/a/b.txt"), "/a/b.txt");
     }
 
     #[test]
