@@ -11,6 +11,13 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+/// Other fields backends read as "the client's address" (nginx's realip module,
+/// Cloudflare's, Akamai's): an untrusted client's claim in them is dropped, not passed on.
+static CLIENT_ADDRESS_CLAIMS: [HeaderName; 3] = [
+    HeaderName::from_static("x-real-ip"),
+    HeaderName::from_static("true-client-ip"),
+    HeaderName::from_static("x-client-ip"),
+];
 
 /// The hop-by-hop fields every message loses (RFC 9110 §7.6.1), besides `Proxy-*` and
 /// those `Connection` names.
@@ -206,6 +213,11 @@ pub fn forward(
     } else if !trust {
         h.remove(FORWARDED);
     }
+    if !trust {
+        for name in &CLIENT_ADDRESS_CLAIMS {
+            h.remove(name);
+        }
+    }
 }
 
 /// The forwarding fields of a request from a client that isn't trusted, to be written
@@ -250,6 +262,7 @@ impl Forwarding {
             || name == X_FORWARDED_FOR
             || name == X_FORWARDED_PROTO
             || name == X_FORWARDED_HOST
+            || CLIENT_ADDRESS_CLAIMS.contains(name)
     }
 
     /// The field lines, as [`forward`] and [`add_via`] would set them.
@@ -276,6 +289,9 @@ impl Forwarding {
     /// client. This keeps a change there from sending a request without them.)
     pub(crate) fn apply(self, h: &mut HeaderMap) {
         h.remove(FORWARDED);
+        for name in &CLIENT_ADDRESS_CLAIMS {
+            h.remove(name);
+        }
         if let Ok(v) = HeaderValue::from_str(self.client.as_str()) {
             h.insert(&X_FORWARDED_FOR, v);
         }

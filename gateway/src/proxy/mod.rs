@@ -109,6 +109,8 @@ struct Inner {
     pools: Box<[WorkerPools]>,
     passive: Passive,
     keep_host: bool,
+    /// Lower-case protocol names (`websocket`) a client may upgrade to; never `h2c`.
+    upgrades: Box<[Box<str>]>,
     max_body: u64,
     response_timeout: Duration,
     body_idle: Duration,
@@ -194,6 +196,12 @@ impl Proxy {
                     fail_timeout: cfg.fail_timeout,
                 },
                 keep_host: cfg.keep_host,
+                upgrades: cfg
+                    .upgrades
+                    .iter()
+                    .map(|u| u.to_ascii_lowercase().into_boxed_str())
+                    .filter(|u| &**u != "h2c" && !u.starts_with("h2c/"))
+                    .collect(),
                 max_body: cfg.max_body_bytes,
                 response_timeout: cfg.response_timeout,
                 upstream_info: false,
@@ -403,7 +411,7 @@ impl Inner {
         // is otherwise hop-by-hop; the client's side of the tunnel is taken here.
         let hop = headers::HopScan::of(&parts.headers);
         let upgrade = if hop.connection() {
-            requested_upgrade(&parts.headers)
+            requested_upgrade(&parts.headers, &self.upgrades)
         } else {
             None
         };
@@ -628,7 +636,12 @@ impl Inner {
         up.metrics.response.record(took);
         self.passive.succeeded(up);
         if res.status() == StatusCode::SWITCHING_PROTOCOLS {
-            if let Some(client_side) = client_upgrade.take() {
+            // Only to a protocol the route allows (and so asked for): never h2c.
+            let allowed = res
+                .headers()
+                .get(UPGRADE)
+                .is_some_and(|v| allowed_protocols(v, &self.upgrades).is_some());
+            if let (Some(client_side), true) = (client_upgrade.take(), allowed) {
                 return tunnel(res, client_side);
             }
             // A 101 nobody asked for can't be relayed.
@@ -875,20 +888,41 @@ impl Tried {
     }
 }
 
-/// The protocol a client asks to upgrade to, if it asks (`Connection: upgrade` and
-/// `Upgrade`), over HTTP/1.1.
-fn requested_upgrade(h: &http::HeaderMap) -> Option<HeaderValue> {
+/// The protocols a client asks to upgrade to that the route allows, if it asks
+/// (`Connection: upgrade` and `Upgrade`, RFC 9110 §7.8), over HTTP/1.1. Anything else
+/// (`h2c` above all, whose bytes would reach the upstream past the route's checks) is
+/// dropped with the rest of the hop-by-hop fields, and the request goes as a plain one.
+fn requested_upgrade(h: &http::HeaderMap, allowed: &[Box<str>]) -> Option<HeaderValue> {
     let asks = h.get_all(CONNECTION).iter().any(|v| {
         v.to_str().is_ok_and(|s| {
             s.split(',')
                 .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
         })
     });
-    if asks {
-        h.get(UPGRADE).cloned()
-    } else {
-        None
+    let mut values = h.get_all(UPGRADE).iter();
+    match (asks, values.next(), values.next()) {
+        (true, Some(v), None) => allowed_protocols(v, allowed),
+        _ => None,
     }
+}
+
+/// The protocols of an `Upgrade` value that are in `allowed` (by name, or name/version),
+/// as one value; `None` when there are none.
+fn allowed_protocols(v: &HeaderValue, allowed: &[Box<str>]) -> Option<HeaderValue> {
+    let v = v.to_str().ok()?;
+    let kept: Vec<&str> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|p| {
+            let lower = p.to_ascii_lowercase();
+            let name = lower.split('/').next().unwrap_or("");
+            name != "h2c" && allowed.iter().any(|a| **a == *lower || **a == *name)
+        })
+        .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&kept.join(", ")).ok()
 }
 
 /// Relays a 101 and joins the two upgraded connections until either side closes.
