@@ -51,7 +51,7 @@ pub(crate) type Client =
 pub enum ReqBody {
     Empty,
     Boxed(axum::body::Body),
-    /// A body whose progress is watched, to tell whose fault a failure was (see [`Blame`]).
+    /// A body whose progress is watched, to tell whose fault a failure was.
     Tracked(axum::body::Body, Arc<Progress>),
 }
 
