@@ -175,3 +175,31 @@ fn an_upstream_giving_up_on_a_stalled_upload_is_not_held_against_it() {
     let a = bodies.iter().filter(|b| *b == "a").count();
     assert_eq!((a, bodies.len() - a), (3, 3), "{bodies:?}");
 }
+
+/// A body trickled in to end just before the response timeout: the upstream still has a
+/// whole `response_timeout` from the request sent to answer, rather than a 504 (held
+/// against it) a moment after it got the last byte.
+#[test]
+fn an_upload_ending_just_before_the_response_timeout_leaves_the_upstream_its_whole_timeout() {
+    // Answers 250 ms after the whole body has come.
+    let slow = serve_axum(
+        loopback(),
+        axum::Router::new().fallback(any(|body: axum::body::Bytes| async move {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            body.len().to_string()
+        })),
+    );
+    let s = start(
+        &[slow],
+        "max_fails = 1\nretries = 0\nresponse_timeout = \"500ms\"\nconnect_timeout = \"200ms\"",
+    );
+    let mut c = Conn::open(s.addr);
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n");
+    // The last byte goes some 400 ms in, 100 ms before the first deadline.
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(40));
+        c.send(b"x");
+    }
+    let r = c.read_response(false).expect("an answer");
+    assert_eq!((r.status, r.text()), (200, "10".to_string()));
+}

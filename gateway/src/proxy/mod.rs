@@ -40,7 +40,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,9 +69,13 @@ impl ReqBody {
 }
 
 /// How far a request body has gone upstream: still sending, waiting on the client for
-/// more (its last poll was pending), or sent in full.
+/// more (its last poll was pending), or sent in full, and when.
 #[derive(Default)]
-pub struct Progress(AtomicU8);
+pub struct Progress {
+    state: AtomicU8,
+    /// [`health::now_ms`] when the body was sent in full; written before `state` says so.
+    sent_at: AtomicU64,
+}
 
 impl Progress {
     const SENDING: u8 = 0;
@@ -79,13 +83,23 @@ impl Progress {
     const SENT: u8 = 2;
 
     fn set(&self, state: u8) {
-        if self.0.load(Ordering::Relaxed) != state {
-            self.0.store(state, Ordering::Relaxed);
+        let was = self.state.load(Ordering::Relaxed);
+        if was == state || was == Progress::SENT {
+            return;
         }
+        if state == Progress::SENT {
+            self.sent_at.store(health::now_ms(), Ordering::Relaxed);
+        }
+        self.state.store(state, Ordering::Release);
     }
 
     fn get(&self) -> u8 {
-        self.0.load(Ordering::Relaxed)
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// When the body was sent in full, if it was.
+    fn sent_at(&self) -> Option<u64> {
+        (self.get() == Progress::SENT).then(|| self.sent_at.load(Ordering::Relaxed))
     }
 }
 
@@ -729,6 +743,35 @@ impl Inner {
         res
     }
 
+    /// Runs an exchange until its response head, or `Err` past the response timeout. That
+    /// counts from the request sent: while its body is still on its way it counts from the
+    /// start, and once the body is sent the upstream has a whole `response_timeout` from
+    /// then. A client trickling its body to end just before the deadline would otherwise
+    /// leave the upstream no time, and a 504 held against it.
+    async fn within_response_timeout<F: Future>(
+        &self,
+        exchange: F,
+        progress: Option<&Progress>,
+    ) -> Result<F::Output, tokio::time::error::Elapsed> {
+        let mut exchange = std::pin::pin!(exchange);
+        let mut deadline = tokio::time::Instant::now() + self.response_timeout;
+        loop {
+            let elapsed = match tokio::time::timeout_at(deadline, exchange.as_mut()).await {
+                Ok(out) => return Ok(out),
+                Err(e) => e,
+            };
+            let Some(sent_at) = progress.and_then(Progress::sent_at) else {
+                return Err(elapsed);
+            };
+            let due = sent_at.saturating_add(self.response_timeout.as_millis() as u64);
+            let left = due.saturating_sub(health::now_ms());
+            if left == 0 {
+                return Err(elapsed);
+            }
+            deadline = tokio::time::Instant::now() + Duration::from_millis(left);
+        }
+    }
+
     /// No response head within the response timeout. A client that stalled its upload
     /// gets 408 (RFC 9110 §15.5.9: its request did not arrive in time), and only a request
     /// sent in full holds the silence against the upstream.
@@ -866,7 +909,7 @@ impl Inner {
             let guard = self.count_in(up);
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
-            let sent = tokio::time::timeout(self.response_timeout, async {
+            let exchange = async {
                 match pool {
                     // Boxed: rarer, and it would make every request's future larger.
                     Some(pool) => {
@@ -879,8 +922,10 @@ impl Inner {
                         Err(e) => Err(pool::SendError::Client(e)),
                     },
                 }
-            })
-            .await;
+            };
+            let sent = self
+                .within_response_timeout(exchange, progress.as_deref())
+                .await;
             let e = match sent {
                 Ok(Ok((res, lent))) => {
                     return self.answered(up, res, guard, asked, lent, &mut client_upgrade);
