@@ -532,7 +532,9 @@ pub struct ProxyConfig {
     pub pool_max_idle: usize,
     /// Other upstreams tried for an idempotent request that could not be sent at all.
     pub retries: u32,
-    /// Consecutive failures (refused, reset, timed out) that eject an upstream...
+    /// Consecutive failures of the upstream's own (refused, reset, a bad head, no head in
+    /// time for a request sent in full; never a client's stalled upload) that eject it,
+    /// unless it is the route's last available upstream...
     pub max_fails: u32,
     /// ...for this long.
     #[serde(with = "humantime_serde")]

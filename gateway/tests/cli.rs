@@ -386,3 +386,139 @@ fn sighup_reloads_the_config_file_and_a_broken_one_is_refused() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+/// Kills the child it holds when dropped, so that a failed assertion leaves no server behind.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A config file serving `root` on `listen` with four per-core runtimes: four
+/// SO_REUSEPORT listeners on the one address.
+fn reuse_port_config(dir: &Path, name: &str, listen: &str, root: &Path) -> String {
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &file,
+        format!(
+            "listen = {listen:?}\nadmin_listen = \"127.0.0.1:{}\"\nruntime = \"per-core\"\nworkers = 4\nroot = {:?}\n",
+            free_port(),
+            root.display().to_string()
+        ),
+    )
+    .unwrap();
+    file.display().to_string()
+}
+
+/// Runs the binary with `args` until it exits, or for at most 10 s (then it is killed:
+/// it started). Returns its exit code (`None` if it had to be killed) and its stderr.
+fn run_briefly(args: &[&str], until_up: impl Fn() -> bool) -> (Option<i32>, String) {
+    let child = bin()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reaped(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            break st.code();
+        }
+        if Instant::now() > deadline || until_up() {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (code, err)
+}
+
+fn assert_refused_in_one_line(code: Option<i32>, err: &str, addr: &str) {
+    assert_eq!(code, Some(2), "exit code; stderr:\n{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(addr) && lines[0].contains("in use"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_second_instance_on_a_port_in_use_exits_2_and_takes_none_of_its_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    for (d, text) in [(&one, "one\n"), (&two, "two\n")] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("which.txt"), text).unwrap();
+    }
+    let listen = format!("127.0.0.1:{}", free_port());
+    let first_conf = reuse_port_config(dir.path(), "first", &listen, &one);
+    let (first, addr) = spawn(&["--config", &first_conf]);
+    let _first = Reaped(first);
+    assert!(get_text(&addr, "/which.txt").ends_with("one\n"));
+
+    let second_conf = reuse_port_config(dir.path(), "second", &listen, &two);
+    let (code, err) = run_briefly(&["--config", &second_conf], || {
+        // Started after all: its connections are what the assertions below must catch.
+        let got: Vec<String> = (0..20).map(|_| get_text(&addr, "/which.txt")).collect();
+        got.iter().any(|r| r.ends_with("two\n"))
+    });
+    assert_refused_in_one_line(code, &err, &listen);
+    // Every connection still reaches the first.
+    for _ in 0..20 {
+        assert!(get_text(&addr, "/which.txt").ends_with("one\n"));
+    }
+}
+
+#[test]
+fn a_port_another_program_holds_is_refused_with_exit_2_reuse_port_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    // Holds the port (listening) until its stdin closes.
+    let holder = "import socket, sys\n\
+                  s = socket.socket()\n\
+                  if sys.argv[2] == '1':\n    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
+                  s.bind(('127.0.0.1', int(sys.argv[1])))\n\
+                  s.listen()\n\
+                  print('ready', flush=True)\n\
+                  sys.stdin.read()\n";
+    for reuse_port in ["1", "0"] {
+        let port = free_port().to_string();
+        let mut py = Reaped(
+            Command::new("python3")
+                .args(["-c", holder, &port, reuse_port])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("python3"),
+        );
+        let mut ready = String::new();
+        BufReader::new(py.0.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready");
+        let listen = format!("127.0.0.1:{port}");
+        let conf = reuse_port_config(dir.path(), "g", &listen, Path::new(&site()));
+        let admin = std::fs::read_to_string(&conf).unwrap();
+        let admin = value(&admin, "admin_listen")
+            .unwrap()
+            .trim_matches('"')
+            .to_string();
+        let (code, err) = run_briefly(&["--config", &conf], || {
+            std::net::TcpStream::connect(&admin).is_ok()
+        });
+        assert_refused_in_one_line(code, &err, &listen);
+    }
+}

@@ -118,6 +118,65 @@ async fn http2_and_http11_by_alpn_on_one_port() {
     }
 }
 
+/// A client offering only ALPN `http/1.0` is served over HTTP/1 (nginx serves it; it used
+/// to get a fatal `no_application_protocol` alert), by rustls and by `openssl s_client`.
+#[tokio::test]
+async fn a_client_offering_only_http10_by_alpn_is_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let p = Setup::new();
+    let s = localhost_site(&p);
+    let want = std::fs::read(s.root.join("index.html")).unwrap();
+    let request = b"GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n";
+
+    let cfg = client_config(&p.ca.pem, &[b"http/1.0"], None);
+    let mut c = connect(https(&s), "localhost", &cfg)
+        .await
+        .expect("the handshake");
+    assert_eq!(c.get_ref().1.alpn_protocol(), Some(&b"http/1.0"[..]));
+    c.write_all(request).await.unwrap();
+    let mut got = Vec::new();
+    // HTTP/1.0 without keep-alive: the response ends with the connection.
+    tokio::time::timeout(Duration::from_secs(10), c.read_to_end(&mut got))
+        .await
+        .expect("the whole response")
+        .ok();
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.") && text[..12].ends_with("200"),
+        "{text}"
+    );
+    assert!(got.ends_with(&want), "{text}");
+
+    // A real peer: openssl's client, verifying the certificate against the test CA.
+    let ca = p.dir.path().join("ca.pem");
+    std::fs::write(&ca, &p.ca.pem).unwrap();
+    let addr = https(&s).to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new("openssl")
+            .args(["s_client", "-connect", &addr, "-servername", "localhost"])
+            .args(["-alpn", "http/1.0", "-verify_return_error", "-quiet"])
+            .arg("-CAfile")
+            .arg(&ca)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("openssl");
+        child.stdin.take().unwrap().write_all(request).unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.starts_with("HTTP/1.") && text.contains(" 200 "),
+        "{text}\n{err}"
+    );
+    assert!(out.stdout.ends_with(&want), "{text}\n{err}");
+}
+
 #[tokio::test]
 async fn a_large_file_over_tls_arrives_whole() {
     let p = Setup::new();

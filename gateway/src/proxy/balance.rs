@@ -165,8 +165,14 @@ impl Selector {
         }
     }
 
-    /// An upstream that is available and not in `tried`; `key` is the hash key (the hash
+    /// An upstream not in `tried`, available if any is; `key` is the hash key (the hash
     /// policy falls back to round robin without one).
+    ///
+    /// Availability is a preference, not a ban: when every untried upstream is marked down
+    /// (passively or by the health checks) they are tried anyway, in the policy's order, as
+    /// nginx does ("no live upstreams" resets the marks). A mark can be stale (the upstream
+    /// came back before its `fail_timeout` ran out) and a route with nowhere else to go is
+    /// better served by trying than by a 503 to everyone.
     pub fn pick(
         &self,
         ups: &[Arc<Upstream>],
@@ -174,23 +180,30 @@ impl Selector {
         tried: &[usize],
         key: Option<u64>,
     ) -> Option<usize> {
-        let ok = |i: usize| ups[i].available(now_ms) && !tried.contains(&i);
+        let untried = |i: usize| !tried.contains(&i);
+        let ok = |i: usize| ups[i].available(now_ms) && untried(i);
         match self {
             Selector::RoundRobin { order, next } => {
                 if order.is_empty() {
                     return None;
                 }
-                // One upstream: nothing to rotate, and no shared count to write.
+                // One upstream: nothing to rotate, no shared count to write, and nothing to
+                // prefer it to.
                 if ups.len() == 1 {
-                    return ok(0).then_some(0);
+                    return untried(0).then_some(0);
                 }
                 let start = next.fetch_add(1, Ordering::Relaxed);
+                let at = |k: usize| order[(start + k) % order.len()];
                 (0..order.len())
-                    .map(|k| order[(start + k) % order.len()])
+                    .map(at)
                     .find(|&i| ok(i))
+                    .or_else(|| (0..order.len()).map(at).find(|&i| untried(i)))
             }
             Selector::LeastRequests => {
-                let live: Vec<usize> = (0..ups.len()).filter(|&i| ok(i)).collect();
+                let mut live: Vec<usize> = (0..ups.len()).filter(|&i| ok(i)).collect();
+                if live.is_empty() {
+                    live = (0..ups.len()).filter(|&i| untried(i)).collect();
+                }
                 match live.len() {
                     0 => None,
                     1 => Some(live[0]),
@@ -215,9 +228,11 @@ impl Selector {
                     return None;
                 }
                 let start = ring.partition_point(|&(p, _)| p < h);
+                let at = |k: usize| ring[(start + k) % ring.len()].1;
                 (0..ring.len())
-                    .map(|k| ring[(start + k) % ring.len()].1)
+                    .map(at)
                     .find(|&i| ok(i))
+                    .or_else(|| (0..ring.len()).map(at).find(|&i| untried(i)))
             }
         }
     }
@@ -295,8 +310,43 @@ mod tests {
             assert_eq!(p, 2);
         }
         u[2].down_until.store(100, Ordering::Relaxed);
-        assert_eq!(s.pick(&u, 50, &[0], None), None);
         assert_eq!(s.pick(&u, 100, &[0], None), Some(2));
+        // Every untried one down: they are tried anyway, and only the tried are skipped.
+        for _ in 0..10 {
+            assert!(matches!(s.pick(&u, 50, &[0], None), Some(1 | 2)));
+        }
+        assert_eq!(s.pick(&u, 50, &[0, 2], None), Some(1));
+        assert_eq!(s.pick(&u, 50, &[0, 1, 2], None), None);
+    }
+
+    /// With every upstream marked down, each policy still picks one: round robin and the
+    /// hash in the order they would with none down.
+    #[test]
+    fn with_every_upstream_down_each_policy_still_picks() {
+        let u = ups(&[1, 1, 1]);
+        let h = Selector::hash(&u, HashOn::ClientIp);
+        let key = |k: u64| Some(fnv1a(&k.to_le_bytes()));
+        let up: Vec<Option<usize>> = (0..100).map(|k| h.pick(&u, 0, &[], key(k))).collect();
+        for x in &u[..] {
+            x.check_down.store(true, Ordering::Relaxed);
+        }
+        let down: Vec<Option<usize>> = (0..100).map(|k| h.pick(&u, 0, &[], key(k))).collect();
+        assert_eq!(up, down);
+        assert!(down.iter().all(Option::is_some));
+        let rr = Selector::round_robin(&u);
+        let picks: Vec<Option<usize>> = (0..6).map(|_| rr.pick(&u, 0, &[], None)).collect();
+        assert_eq!(
+            picks,
+            [Some(0), Some(1), Some(2), Some(0), Some(1), Some(2)]
+        );
+        assert!(Selector::LeastRequests.pick(&u, 0, &[], None).is_some());
+        assert_eq!(Selector::LeastRequests.pick(&u, 0, &[0, 2], None), Some(1));
+        // A route's only upstream, however long it is marked down for.
+        let one = ups(&[1]);
+        one[0].down_until.store(u64::MAX, Ordering::Relaxed);
+        let s = Selector::round_robin(&one);
+        assert_eq!(s.pick(&one, 0, &[], None), Some(0));
+        assert_eq!(s.pick(&one, 0, &[0], None), None);
     }
 
     #[test]

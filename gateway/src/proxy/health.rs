@@ -22,14 +22,30 @@ pub struct Passive {
 }
 
 impl Passive {
-    pub fn failed(&self, u: &Upstream) {
+    /// Counts a failure of `u`, one of the route's `ups`, that was the upstream's fault (see
+    /// the proxy's `Blame`), and ejects it at `max_fails` in a row — unless no other
+    /// upstream of the route is available: the last one is never ejected (a route with one
+    /// upstream never is, as nginx counts nothing against a lone server), since a 503 to
+    /// every client for `fail_timeout` is worse than trying it.
+    pub fn failed(&self, ups: &[Arc<Upstream>], u: &Upstream) {
         if self.max_fails == 0 {
             return;
         }
         let n = u.fails.fetch_add(1, Ordering::Relaxed) + 1;
         if n >= self.max_fails {
             u.fails.store(0, Ordering::Relaxed);
-            let until = now_ms() + self.fail_timeout.as_millis() as u64;
+            let now = now_ms();
+            let others = ups
+                .iter()
+                .any(|o| !std::ptr::eq(&**o, u) && o.available(now));
+            if !others {
+                tracing::debug!(
+                    upstream = %u.authority,
+                    "{n} consecutive failures, but it is the route's last available upstream: kept"
+                );
+                return;
+            }
+            let until = now + self.fail_timeout.as_millis() as u64;
             u.down_until.store(until, Ordering::Relaxed);
             u.metrics.ejections.increment(1);
             tracing::warn!(
@@ -135,15 +151,57 @@ mod tests {
 
     #[test]
     fn passive_ejection_expires() {
-        let u = Upstream::new(http::uri::Scheme::HTTP, "a:1".parse().unwrap(), 1);
+        let ups = two();
+        let (u, other) = (&ups[0], &ups[1]);
         let p = Passive {
             max_fails: 2,
             fail_timeout: Duration::from_secs(5),
         };
-        p.failed(&u);
+        p.failed(&ups, u);
         assert!(u.available(now_ms()));
-        p.failed(&u);
+        p.failed(&ups, u);
         assert!(!u.available(now_ms()));
         assert!(u.available(now_ms() + 5_001));
+        assert!(other.available(now_ms()));
+    }
+
+    fn two() -> Vec<Arc<Upstream>> {
+        ["a:1", "b:1"]
+            .iter()
+            .map(|a| {
+                Arc::new(Upstream::new(
+                    http::uri::Scheme::HTTP,
+                    a.parse().unwrap(),
+                    1,
+                ))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_last_available_upstream_is_never_ejected() {
+        let p = Passive {
+            max_fails: 1,
+            fail_timeout: Duration::from_secs(5),
+        };
+        let one = vec![Arc::new(Upstream::new(
+            http::uri::Scheme::HTTP,
+            "a:1".parse().unwrap(),
+            1,
+        ))];
+        for _ in 0..5 {
+            p.failed(&one, &one[0]);
+        }
+        assert!(one[0].available(now_ms()), "a route's only upstream");
+        let ups = two();
+        p.failed(&ups, &ups[0]);
+        assert!(!ups[0].available(now_ms()));
+        p.failed(&ups, &ups[1]);
+        assert!(ups[1].available(now_ms()), "the other is out");
+        // Out by the health checks counts as out.
+        let ups = two();
+        ups[1].check_down.store(true, Ordering::Relaxed);
+        p.failed(&ups, &ups[0]);
+        assert!(ups[0].available(now_ms()));
     }
 }

@@ -3,16 +3,18 @@
 //!
 //! - Selection ([`balance`]): weighted round robin, least requests (power of two choices),
 //!   or a consistent hash of the client IP, a header or a cookie.
-//! - Health ([`health`]): passive (consecutive failures eject an upstream for a cooldown)
-//!   and active (a periodic request to a health path). With every upstream out, 503 at
-//!   once.
+//! - Health ([`health`]): passive (consecutive failures that are the upstream's fault, not
+//!   a client's stalled upload, eject an upstream for a cooldown, unless it is the route's
+//!   last available one) and active (a periodic request to a health path). With every
+//!   upstream out, they are tried anyway, as nginx does.
 //! - Headers ([`headers`]): hop-by-hop fields removed both ways, `Via` added, and the
 //!   client's address passed on in `X-Forwarded-For` (appended to a trusted proxy's chain,
 //!   replacing an untrusted client's claim), `X-Forwarded-Proto`, `X-Forwarded-Host` and,
 //!   when asked, `Forwarded`.
-//! - Failures: refused or reset → 502, no response head in time → 504, each with a short
-//!   body naming no upstream. An idempotent request with no body that could not be sent at
-//!   all (the connection failed) is tried on the next upstream.
+//! - Failures: refused or reset → 502, no response head in time → 504 (408 when it was
+//!   the client's upload that stalled), each with a short body naming no upstream. An
+//!   idempotent request with no body that could not be sent at all (the connection
+//!   failed) is tried on the next upstream.
 
 pub mod balance;
 mod h1;
@@ -38,7 +40,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +51,85 @@ pub(crate) type Client =
 pub enum ReqBody {
     Empty,
     Boxed(axum::body::Body),
+    /// A body whose progress is watched, to tell whose fault a failure was.
+    Tracked(axum::body::Body, Arc<Progress>),
+}
+
+impl ReqBody {
+    /// The body, watched when it has anything to send.
+    fn tracked(self) -> (ReqBody, Option<Arc<Progress>>) {
+        match self {
+            ReqBody::Boxed(b) => {
+                let p = Arc::new(Progress::default());
+                (ReqBody::Tracked(b, p.clone()), Some(p))
+            }
+            other => (other, None),
+        }
+    }
+}
+
+/// How far a request body has gone upstream: still sending, waiting on the client for
+/// more (its last poll was pending), or sent in full, and when.
+#[derive(Default)]
+pub struct Progress {
+    state: AtomicU8,
+    /// [`health::now_ms`] when the body was sent in full; written before `state` says so.
+    sent_at: AtomicU64,
+}
+
+impl Progress {
+    const SENDING: u8 = 0;
+    const AWAITING_CLIENT: u8 = 1;
+    const SENT: u8 = 2;
+
+    fn set(&self, state: u8) {
+        let was = self.state.load(Ordering::Relaxed);
+        if was == state || was == Progress::SENT {
+            return;
+        }
+        if state == Progress::SENT {
+            self.sent_at.store(health::now_ms(), Ordering::Relaxed);
+        }
+        self.state.store(state, Ordering::Release);
+    }
+
+    fn get(&self) -> u8 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// When the body was sent in full, if it was.
+    fn sent_at(&self) -> Option<u64> {
+        (self.get() == Progress::SENT).then(|| self.sent_at.load(Ordering::Relaxed))
+    }
+}
+
+/// Whose fault a failed attempt was. Only the upstream's count towards `max_fails`: a
+/// client that stalls its upload (or that the upstream gave up on for stalling it) must
+/// not be able to eject an upstream for everyone.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Blame {
+    /// The upstream's: it was refused, reset, or sent a bad head, or it sent no head in
+    /// time for a request sent in full.
+    Upstream,
+    /// The body was still being sent and the upstream not reading it: no response head
+    /// in time, but the request never arrived whole. Not counted.
+    Unsent,
+    /// The body was waiting on the client when it failed or timed out. Not counted.
+    Client,
+}
+
+impl Blame {
+    /// For an attempt that timed out (`timeout`) or failed, by how far its body had got.
+    fn of(progress: Option<&Progress>, timeout: bool) -> Blame {
+        match progress.map(Progress::get) {
+            None | Some(Progress::SENT) => Blame::Upstream,
+            Some(Progress::AWAITING_CLIENT) => Blame::Client,
+            // Only a response head timeout needs the request fully sent (a reset or a
+            // bad head mid-upload is still the upstream's).
+            Some(_) if timeout => Blame::Unsent,
+            Some(_) => Blame::Upstream,
+        }
+    }
 }
 
 impl Body for ReqBody {
@@ -62,6 +143,17 @@ impl Body for ReqBody {
         match self.get_mut() {
             ReqBody::Empty => std::task::Poll::Ready(None),
             ReqBody::Boxed(b) => Pin::new(b).poll_frame(cx),
+            ReqBody::Tracked(b, p) => {
+                use std::task::Poll;
+                let polled = Pin::new(&mut *b).poll_frame(cx);
+                p.set(match &polled {
+                    Poll::Pending => Progress::AWAITING_CLIENT,
+                    Poll::Ready(None) => Progress::SENT,
+                    Poll::Ready(Some(Ok(_))) if b.is_end_stream() => Progress::SENT,
+                    Poll::Ready(Some(_)) => Progress::SENDING,
+                });
+                polled
+            }
         }
     }
 
@@ -69,13 +161,20 @@ impl Body for ReqBody {
         match self {
             ReqBody::Empty => true,
             ReqBody::Boxed(b) => b.is_end_stream(),
+            ReqBody::Tracked(b, p) => {
+                let end = b.is_end_stream();
+                if end {
+                    p.set(Progress::SENT);
+                }
+                end
+            }
         }
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
         match self {
             ReqBody::Empty => http_body::SizeHint::with_exact(0),
-            ReqBody::Boxed(b) => b.size_hint(),
+            ReqBody::Boxed(b) | ReqBody::Tracked(b, _) => b.size_hint(),
         }
     }
 }
@@ -586,9 +685,9 @@ impl Inner {
                     return self.answered(up, res, guard, asked, None, &mut None);
                 }
                 Ok(Err(e)) => e,
-                Err(_) => return self.timed_out(up),
+                Err(_) => return self.timed_out(up, Blame::Upstream),
             };
-            if let Err(r) = self.failed(up, &e, may_retry, &tried) {
+            if let Err(r) = self.failed(up, &e, may_retry, &tried, Blame::Upstream) {
                 return r.response();
             }
             let Some(next) = self.selector.pick(
@@ -657,11 +756,48 @@ impl Inner {
         res
     }
 
-    /// No response head within the response timeout.
-    fn timed_out(&self, up: &Upstream) -> Response<GateBody> {
+    /// Runs an exchange until its response head, or `Err` past the response timeout. That
+    /// counts from the request sent: while its body is still on its way it counts from the
+    /// start, and once the body is sent the upstream has a whole `response_timeout` from
+    /// then. A client trickling its body to end just before the deadline would otherwise
+    /// leave the upstream no time, and a 504 held against it.
+    async fn within_response_timeout<F: Future>(
+        &self,
+        exchange: F,
+        progress: Option<&Progress>,
+    ) -> Result<F::Output, tokio::time::error::Elapsed> {
+        let mut exchange = std::pin::pin!(exchange);
+        let mut deadline = tokio::time::Instant::now() + self.response_timeout;
+        loop {
+            let elapsed = match tokio::time::timeout_at(deadline, exchange.as_mut()).await {
+                Ok(out) => return Ok(out),
+                Err(e) => e,
+            };
+            let Some(sent_at) = progress.and_then(Progress::sent_at) else {
+                return Err(elapsed);
+            };
+            let due = sent_at.saturating_add(self.response_timeout.as_millis() as u64);
+            let left = due.saturating_sub(health::now_ms());
+            if left == 0 {
+                return Err(elapsed);
+            }
+            deadline = tokio::time::Instant::now() + Duration::from_millis(left);
+        }
+    }
+
+    /// No response head within the response timeout. A client that stalled its upload
+    /// gets 408 (RFC 9110 §15.5.9: its request did not arrive in time), and only a request
+    /// sent in full holds the silence against the upstream.
+    fn timed_out(&self, up: &Upstream, blame: Blame) -> Response<GateBody> {
+        if blame == Blame::Client {
+            tracing::debug!(upstream = %up.authority, "the client's body stalled for {:?}", self.response_timeout);
+            return plain(StatusCode::REQUEST_TIMEOUT, "request timeout\n");
+        }
         tracing::warn!(upstream = %up.authority, "no response within {:?}", self.response_timeout);
-        up.metrics.failures.increment(1);
-        self.passive.failed(up);
+        if blame == Blame::Upstream {
+            up.metrics.failures.increment(1);
+            self.passive.failed(&self.upstreams, up);
+        }
         plain(StatusCode::GATEWAY_TIMEOUT, "gateway timeout\n")
     }
 
@@ -672,6 +808,7 @@ impl Inner {
         e: &pool::SendError,
         may_retry: bool,
         tried: &Tried,
+        blame: Blame,
     ) -> Result<(), Refused> {
         if caused_by::<http_body_util::LengthLimitError>(e) {
             return Err(Refused(
@@ -687,9 +824,14 @@ impl Inner {
                 "the request body could not be read\n",
             ));
         }
+        if blame == Blame::Client {
+            // Most likely the upstream gave up on the stalled upload; it may be fine.
+            tracing::debug!(upstream = %up.authority, "failed while the client's body stalled: {e}");
+            return Err(Refused(StatusCode::BAD_GATEWAY, "bad gateway\n"));
+        }
         tracing::warn!(upstream = %up.authority, "upstream request failed: {e}");
         up.metrics.failures.increment(1);
-        self.passive.failed(up);
+        self.passive.failed(&self.upstreams, up);
         let n = tried.len();
         let again = e.is_connect()
             && may_retry
@@ -723,6 +865,7 @@ impl Inner {
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let (body, progress) = body.tracked();
         let mut body = Some(body);
         let mut tried = Tried::default();
         // The request is copied for a second attempt only when one can happen.
@@ -779,7 +922,7 @@ impl Inner {
             let guard = self.count_in(up);
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
-            let sent = tokio::time::timeout(self.response_timeout, async {
+            let exchange = async {
                 match pool {
                     // Boxed: rarer, and it would make every request's future larger.
                     Some(pool) => {
@@ -792,16 +935,19 @@ impl Inner {
                         Err(e) => Err(pool::SendError::Client(e)),
                     },
                 }
-            })
-            .await;
+            };
+            let sent = self
+                .within_response_timeout(exchange, progress.as_deref())
+                .await;
             let e = match sent {
                 Ok(Ok((res, lent))) => {
                     return self.answered(up, res, guard, asked, lent, &mut client_upgrade);
                 }
                 Ok(Err(e)) => e,
-                Err(_) => return self.timed_out(up),
+                Err(_) => return self.timed_out(up, Blame::of(progress.as_deref(), true)),
             };
-            if let Err(r) = self.failed(up, &e, may_retry, &tried) {
+            let blame = Blame::of(progress.as_deref(), false);
+            if let Err(r) = self.failed(up, &e, may_retry, &tried, blame) {
                 return r.response();
             }
             body = Some(ReqBody::Empty);

@@ -8,6 +8,19 @@ use std::sync::Arc;
 /// Binds a non-blocking listener. With `reuse_port`, several can share one address, and the
 /// kernel spreads new connections over them (one per core in per-core mode).
 pub fn bind(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
+    let socket = tcp_socket(addr)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    Ok(socket.into())
+}
+
+/// A TCP socket for `addr`, with `SO_REUSEADDR` (a restart binds past the last run's
+/// TIME_WAIT connections) and, for IPv6, v6 only.
+fn tcp_socket(addr: SocketAddr) -> io::Result<Socket> {
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
@@ -15,16 +28,25 @@ pub fn bind(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
     };
     let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
-    if reuse_port {
-        socket.set_reuse_port(true)?;
-    }
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(4096)?;
-    Ok(socket.into())
+    Ok(socket)
+}
+
+/// Fails with `EADDRINUSE` if any other socket holds `addr`.
+///
+/// `SO_REUSEPORT` lets every socket of the same user that sets it join a group: a second
+/// gatehouse (or any program) on a port this one serves would start without an error and
+/// silently take a share of its connections. A socket *without* the option can't be bound
+/// where anyone listens (Linux refuses it, reuse-port or not, whatever the other's address
+/// overlaps), so it is bound first and closed again before the group is. Tiny race: a
+/// process binding the port in the microseconds between this probe's close and the first
+/// listener's bind still joins; it is a startup-only window, and the listeners themselves
+/// must keep `SO_REUSEPORT` to share the port among this process's runtimes. Listeners are
+/// bound once, at start; a reload does not bind again.
+fn probe_unshared(addr: SocketAddr) -> io::Result<()> {
+    tcp_socket(addr)?.bind(&addr.into())
 }
 
 /// `count` listeners on one address. A port of 0 is resolved by the first bind, so that
@@ -37,6 +59,11 @@ pub fn bind_group(
     by_cpu: bool,
 ) -> io::Result<(Vec<TcpListener>, Option<Arc<Steering>>)> {
     let reuse = count > 1;
+    // Without SO_REUSEPORT (one listener) the bind is exclusive by itself; port 0 is a new
+    // port the kernel picks.
+    if reuse && addr.port() != 0 {
+        probe_unshared(addr)?;
+    }
     let first = bind(addr, reuse)?;
     let actual = first.local_addr()?;
     let mut out = vec![first];
@@ -294,6 +321,23 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         got
+    }
+
+    /// A group never joins a port another socket listens on, whether that one set
+    /// SO_REUSEPORT or not, and binds once the port is free again.
+    #[test]
+    fn a_group_never_joins_a_port_someone_else_holds() {
+        for other_reuses in [false, true] {
+            let other = bind("127.0.0.1:0".parse().unwrap(), other_reuses).expect("bind");
+            let addr = other.local_addr().unwrap();
+            let Err(e) = bind_group(addr, 2, false) else {
+                panic!("joined a port held by another socket (SO_REUSEPORT: {other_reuses})");
+            };
+            assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{other_reuses}");
+            drop(other);
+            let (group, _) = bind_group(addr, 2, false).expect("free again");
+            assert_eq!(group.len(), 2);
+        }
     }
 
     #[test]

@@ -108,6 +108,10 @@ impl Tls {
             sc.alpn_protocols.push(b"h2".to_vec());
         }
         sc.alpn_protocols.push(b"http/1.1".to_vec());
+        // A client offering only http/1.0 would otherwise get a fatal alert (RFC 7301 §3.2:
+        // no protocol in common); nginx serves it, and so does the HTTP/1 side here. Listed
+        // last: the server's order decides, so a client offering both gets http/1.1.
+        sc.alpn_protocols.push(b"http/1.0".to_vec());
         if config
             .acme
             .as_ref()
