@@ -193,6 +193,11 @@ fn reloader(
         let fixed = [
             ("listen", config.listen != started.listen),
             ("admin_listen", config.admin_listen != started.admin_listen),
+            (
+                "admin_max_connections",
+                config.admin_max_connections != started.admin_max_connections,
+            ),
+            ("admin_token", config.admin_token != started.admin_token),
             ("runtime", config.runtime != started.runtime),
             ("workers", config.workers != started.workers),
             ("steer_by_cpu", config.steer_by_cpu != started.steer_by_cpu),
