@@ -21,11 +21,14 @@ pub struct Config {
     /// The bearer token `POST /reload` requires (RFC 6750 §2.1 syntax, at least 16
     /// characters). Without one, `/reload` is open on a loopback `admin_listen` and
     /// refused on any other. Never shown by `gatehouse check`. Read at start only.
-    #[serde(skip_serializing)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<Secret>,
     /// A file holding `admin_token` (a trailing newline is ignored), instead of the value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admin_token_file: Option<PathBuf>,
+    /// The token of `admin_token` or `admin_token_file`, filled in by loading.
+    #[serde(skip)]
+    pub admin_token_resolved: Option<Secret>,
     pub runtime: RuntimeMode,
     /// Worker threads (shared) or runtimes (per-core); 0 means one per core.
     pub workers: usize,
@@ -49,9 +52,8 @@ pub struct Config {
     pub routes: Vec<Route>,
 }
 
-/// A secret string: read like any string, but never printed by `Debug` (nor serialized:
-/// the fields holding one skip serialization).
-#[derive(Clone, PartialEq, Eq, Deserialize)]
+/// A secret string: read and written like any string, but never printed by `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Secret(String);
 
@@ -94,6 +96,7 @@ impl Default for Config {
             admin_max_connections: 64,
             admin_token: None,
             admin_token_file: None,
+            admin_token_resolved: None,
             runtime: RuntimeMode::default(),
             workers: 0,
             steer_by_cpu: true,

@@ -631,7 +631,8 @@ fn check_jwt(c: &mut Collector, k: &str, j: &crate::JwtConfig) {
     }
 }
 
-/// The admin listener's keys; a token from `admin_token_file` is read into `admin_token`.
+/// The admin listener's keys; the token, from `admin_token` or `admin_token_file`, goes
+/// to `admin_token_resolved`.
 fn check_admin(c: &mut Collector, config: &mut Config) {
     if config.admin_max_connections == 0 {
         c.err(
@@ -664,7 +665,7 @@ fn check_admin(c: &mut Collector, config: &mut Config) {
         c.err(key, why);
         return;
     }
-    config.admin_token = Some(crate::Secret::new(token));
+    config.admin_token_resolved = Some(crate::Secret::new(token));
 }
 
 /// A bearer token as RFC 6750 §2.1 spells one (`b64token`), long enough not to be guessed.

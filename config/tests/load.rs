@@ -344,19 +344,17 @@ fn an_unknown_key_with_an_empty_name_is_named_quoted() {
 fn the_admin_listener_has_a_connection_cap_and_a_checked_token() {
     let c = load("").unwrap();
     assert_eq!(c.admin_max_connections, 64);
-    assert!(c.admin_token.is_none());
+    assert!(c.admin_token_resolved.is_none());
     let e = load("admin_max_connections = 0").unwrap_err().to_string();
     assert!(e.contains("admin_max_connections"), "{e}");
 
     let c = load("admin_token = \"0123456789abcdef0123\"").unwrap();
     assert_eq!(
-        c.admin_token.as_ref().unwrap().expose(),
+        c.admin_token_resolved.as_ref().unwrap().expose(),
         "0123456789abcdef0123"
     );
-    // Never printed, by `gatehouse check` (serialized) or by Debug.
+    // Never printed by Debug (nor by `gatehouse check`: gateway/tests/admin.rs).
     assert!(!format!("{c:?}").contains("0123456789abcdef0123"));
-    let shown = figment::Figment::from(figment::providers::Serialized::defaults(&c));
-    assert!(shown.find_value("admin_token").is_err());
 
     for (bad, why) in [
         ("short", "16 characters"),
@@ -376,7 +374,7 @@ fn the_admin_listener_has_a_connection_cap_and_a_checked_token() {
     std::fs::write(&f, "S3cr3t-t0ken/from+a.file==\n").unwrap();
     let c = load(&format!("admin_token_file = {:?}", f.display().to_string())).unwrap();
     assert_eq!(
-        c.admin_token.unwrap().expose(),
+        c.admin_token_resolved.unwrap().expose(),
         "S3cr3t-t0ken/from+a.file=="
     );
     let e = load(&format!(
@@ -427,7 +425,7 @@ fn an_admin_token_can_come_from_the_environment() {
                 .toml_str(format!("root = {root:?}\n"))
                 .load()
                 .map_err(|e| e.to_string())?;
-            assert_eq!(c.admin_token.unwrap().expose(), token);
+            assert_eq!(c.admin_token_resolved.unwrap().expose(), token);
             Ok(())
         });
     }

@@ -54,7 +54,7 @@ impl Settings {
             .max_buf_size(config.limits.max_header_bytes.max(8192))
             .max_header_size(config.limits.max_header_bytes)
             .max_headers(config.limits.max_headers);
-        let reload = match &config.admin_token {
+        let reload = match &config.admin_token_resolved {
             Some(t) => ReloadAuth::Token(t.expose().as_bytes().into()),
             None if addr.ip().to_canonical().is_loopback() => ReloadAuth::Open,
             None => {

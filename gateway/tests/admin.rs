@@ -327,3 +327,37 @@ fn send_within(addr: SocketAddr, raw: &str) -> Option<Resp> {
     std::io::Write::write_all(&mut c.stream, raw.as_bytes()).ok()?;
     c.read_response(false)
 }
+
+/// `gatehouse check` prints the configuration, but never the token; and a configuration
+/// with a token, written back to TOML, loads to itself (the `config` fuzz target's
+/// property), whether the token came as a value or from a file.
+#[test]
+fn the_token_is_never_printed_and_its_configuration_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    let file = dir.path().join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    for key in [
+        format!("admin_token = {TOKEN:?}"),
+        format!("admin_token_file = {:?}", file.display().to_string()),
+    ] {
+        let text = format!("root = {root:?}\n{key}\n");
+        let conf = dir.path().join("gatehouse.toml");
+        std::fs::write(&conf, &text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .arg("--config")
+            .arg(&conf)
+            .arg("check")
+            .env_remove("GATEHOUSE_ADMIN_TOKEN")
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{shown}");
+        assert!(!shown.contains(TOKEN), "{shown}");
+        assert!(!shown.contains("k3Y-0f"), "{shown}");
+
+        let config = load_config(text).unwrap();
+        let again = toml::to_string(&config).unwrap();
+        assert_eq!(load_config(again.clone()).unwrap(), config, "{again}");
+    }
+}
