@@ -3,7 +3,7 @@
 value sets, each validated against the Kubernetes schemas (kubernetes-validate), the
 rendered gatehouse.toml accepted by `gatehouse check`, and the properties the chart
 promises (security context, probes, graceful termination, config checksum, monitoring
-files identical to dashboards/).
+files identical to dashboards/, the admin listener's cap, token Secret and NetworkPolicy).
 
 Environment: HELM (helm binary), GATEHOUSE (gatehouse binary), PROMTOOL (optional)."""
 import json
@@ -70,6 +70,9 @@ VALUE_SETS = {
                 "ingress.hosts[0].host=www.example.com", "ingress.hosts[0].paths[0]=/"],
     "acme": ["replicaCount=1", "acme.enabled=true", "acme.contact[0]=mailto:ops@example.com",
              "acme.domains[0]=example.com"],
+    "admin": ["adminToken.secretName=gh-admin", "config.adminMaxConnections=16",
+              "networkPolicy.enabled=true",
+              "networkPolicy.adminFrom[0].namespaceSelector.matchLabels.name=monitoring"],
 }
 
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
@@ -122,7 +125,9 @@ def main():
     check(kind(d, "PodDisruptionBudget"), "a PodDisruptionBudget")
     check(pod.get("topologySpreadConstraints"), "topology spread")
     check(not kind(d, "HorizontalPodAutoscaler") and not kind(d, "Ingress")
-          and not kind(d, "ServiceMonitor"), "optional parts off by default")
+          and not kind(d, "ServiceMonitor") and not kind(d, "NetworkPolicy"),
+          "optional parts off by default")
+    check_admin_defaults(d)
 
     # A config change rolls the pods; anything else doesn't change the checksum.
     def checksum(*sets):
@@ -181,6 +186,15 @@ def main():
     check(kind(a, "PersistentVolumeClaim"), "ACME keeps its state on a PVC")
     check(kind(a, "Deployment")[0]["spec"]["strategy"]["type"] == "Recreate", "one ACME pod at a time")
 
+    check("admin" in rendered, "the admin value set renders")
+    if "admin" in rendered:
+        check_admin_hardened(rendered["admin"])
+    # A NetworkPolicy with no adminFrom: the admin port is the node's (probes) alone.
+    ds = docs(template("networkPolicy.enabled=true").stdout)
+    rules = kind(ds, "NetworkPolicy")[0]["spec"]["ingress"]
+    check(not any(p["port"] == "admin" for r in rules for p in r.get("ports", [])),
+          f"no peer reaches the admin port without adminFrom: {rules}")
+
     # Wrong values fail at install time, saying which.
     p = template("replicaCount=two")
     check(p.returncode != 0 and "replicaCount" in p.stderr, f"a bad value is refused: {p.stderr}")
@@ -195,6 +209,62 @@ def main():
     sys.exit(1 if failed else 0)
 
 
+def toml_value(cm, key):
+    for line in cm.splitlines():
+        k, _, v = line.partition("=")
+        if k.strip() == key:
+            return v.strip()
+    return None
+
+
+def check_admin_defaults(d):
+    """The admin listener by default: capped, no token (so /reload refused off loopback),
+    and off the public Service."""
+    cm = kind(d, "ConfigMap", "t-gatehouse")[0]["data"]["gatehouse.toml"]
+    check(toml_value(cm, "admin_max_connections") == "64", "the admin listener's connection cap")
+    check(toml_value(cm, "admin_token") is None and toml_value(cm, "admin_token_file") is None,
+          "no token unless a Secret is named")
+    public = kind(d, "Service", "t-gatehouse")[0]["spec"]
+    check(all(p["targetPort"] != "admin" for p in public["ports"]),
+          f"the admin port is not on the public Service: {public['ports']}")
+    admin = kind(d, "Service", "t-gatehouse-admin")[0]["spec"]
+    check(admin["type"] == "ClusterIP", "the admin Service stays inside the cluster")
+
+
+def check_admin_hardened(ds):
+    """adminToken from a Secret, mounted as a file the ConfigMap only names; a
+    NetworkPolicy that lets only adminFrom (and the node) reach the admin port."""
+    cm = kind(ds, "ConfigMap", "t-gatehouse")[0]["data"]["gatehouse.toml"]
+    check(toml_value(cm, "admin_token_file") == '"/etc/gatehouse/admin/token"',
+          f"the token file in the config:\n{cm}")
+    check(toml_value(cm, "admin_token") is None, "no token value in the ConfigMap")
+    check(toml_value(cm, "admin_max_connections") == "16", "adminMaxConnections")
+    pod = kind(ds, "Deployment")[0]["spec"]["template"]["spec"]
+    vols = {v["name"]: v for v in pod["volumes"]}
+    sec = vols.get("admin-token", {}).get("secret", {})
+    check(sec.get("secretName") == "gh-admin" and sec.get("items") == [{"key": "token", "path": "token"}],
+          f"the token volume is the Secret's key: {sec}")
+    check(sec.get("defaultMode") == 0o440, f"the token readable by the pod's group only: {sec}")
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    m = mounts.get("admin-token", {})
+    check(m.get("mountPath") == "/etc/gatehouse/admin" and m.get("readOnly") is True
+          and "subPath" not in m, f"the token mounted read-only: {m}")
+    np = kind(ds, "NetworkPolicy")
+    check(len(np) == 1, "a NetworkPolicy")
+    if not np:
+        return
+    spec = np[0]["spec"]
+    check(spec["podSelector"]["matchLabels"] == kind(ds, "Deployment")[0]["spec"]["selector"]["matchLabels"],
+          "the NetworkPolicy selects the pods")
+    check(spec["policyTypes"] == ["Ingress"], "ingress is what it isolates")
+    open_ports = [p["port"] for r in spec["ingress"] if "from" not in r for p in r["ports"]]
+    check(open_ports == ["http"], f"only the public port open to all: {open_ports}")
+    admin_rules = [r for r in spec["ingress"] if any(p["port"] == "admin" for p in r["ports"])]
+    check(len(admin_rules) == 1 and admin_rules[0].get("from")
+          == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+          f"the admin port only from adminFrom: {admin_rules}")
+
+
 def check_config(name, ds, work):
     """`gatehouse check` accepts the rendered gatehouse.toml, with only its in-pod paths
     pointed at local stand-ins (the site, a certificate, the ACME state directory)."""
@@ -202,13 +272,16 @@ def check_config(name, ds, work):
     d = os.path.join(work, name)
     os.makedirs(os.path.join(d, "tls"), exist_ok=True)
     os.makedirs(os.path.join(d, "acme"), exist_ok=True)
+    os.makedirs(os.path.join(d, "admin"), exist_ok=True)
+    open(os.path.join(d, "admin/token"), "w").write("c2VjcmV0LWFkbWluLXRva2Vu\n")
     run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
          "-nodes", "-days", "30", "-subj", "/CN=gatehouse.test",
          "-addext", "subjectAltName=DNS:gatehouse.test",
          "-keyout", os.path.join(d, "tls/tls.key"), "-out", os.path.join(d, "tls/tls.crt")])
     local = (cm.replace("/srv/site", os.path.join(REPO, "examples/site"))
                .replace("/etc/gatehouse/tls", os.path.join(d, "tls"))
-               .replace("/var/lib/gatehouse/acme", os.path.join(d, "acme")))
+               .replace("/var/lib/gatehouse/acme", os.path.join(d, "acme"))
+               .replace("/etc/gatehouse/admin", os.path.join(d, "admin")))
     conf = os.path.join(d, "gatehouse.toml")
     open(conf, "w").write(local)
     p = run([GATEHOUSE, "--config", conf, "check"], ok=False)

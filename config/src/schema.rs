@@ -13,8 +13,22 @@ pub struct Config {
     /// Addresses of the public HTTP listeners: one string or a list.
     #[serde(deserialize_with = "one_or_many")]
     pub listen: Vec<SocketAddr>,
-    /// Address of the admin listener (`/healthz`, `/readyz`).
+    /// Address of the admin listener (`/healthz`, `/readyz`, `/metrics`, `POST /reload`).
     pub admin_listen: SocketAddr,
+    /// Connections open at once on the admin listener; one more is closed on accept, so
+    /// that it can never take the public listeners' file descriptors. Read at start only.
+    pub admin_max_connections: usize,
+    /// The bearer token `POST /reload` requires (RFC 6750 §2.1 syntax, at least 16
+    /// characters). Without one, `/reload` is open on a loopback `admin_listen` and
+    /// refused on any other. Never shown by `gatehouse check`. Read at start only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_token: Option<Secret>,
+    /// A file holding `admin_token` (a trailing newline is ignored), instead of the value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_token_file: Option<PathBuf>,
+    /// The token of `admin_token` or `admin_token_file`, filled in by loading.
+    #[serde(skip)]
+    pub admin_token_resolved: Option<Secret>,
     pub runtime: RuntimeMode,
     /// Worker threads (shared) or runtimes (per-core); 0 means one per core.
     pub workers: usize,
@@ -38,6 +52,27 @@ pub struct Config {
     pub routes: Vec<Route>,
 }
 
+/// A secret string: read and written like any string, but never printed by `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
 /// `[metrics]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -58,6 +93,10 @@ impl Default for Config {
             root: PathBuf::from("public"),
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9090)),
+            admin_max_connections: 64,
+            admin_token: None,
+            admin_token_file: None,
+            admin_token_resolved: None,
             runtime: RuntimeMode::default(),
             workers: 0,
             steer_by_cpu: true,

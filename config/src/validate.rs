@@ -60,6 +60,7 @@ pub(crate) fn normalise_and_validate(
     }
 
     check_tls(&mut c, config);
+    check_admin(&mut c, config);
 
     let implicit = config.routes.is_empty();
     if implicit {
@@ -651,4 +652,60 @@ fn check_jwt(c: &mut Collector, k: &str, j: &crate::JwtConfig) {
             );
         }
     }
+}
+
+/// The admin listener's keys; the token, from `admin_token` or `admin_token_file`, goes
+/// to `admin_token_resolved`.
+fn check_admin(c: &mut Collector, config: &mut Config) {
+    if config.admin_max_connections == 0 {
+        c.err(
+            "admin_max_connections",
+            "must be at least 1 (the admin listener always has a cap)",
+        );
+    }
+    let (key, token) = match (&config.admin_token, &config.admin_token_file) {
+        (Some(_), Some(_)) => {
+            c.err(
+                "admin_token_file",
+                "set admin_token or admin_token_file, not both",
+            );
+            return;
+        }
+        (Some(t), None) => ("admin_token", t.expose().to_string()),
+        (None, Some(f)) => match std::fs::read_to_string(f) {
+            Ok(text) => (
+                "admin_token_file",
+                text.trim_end_matches(['\n', '\r']).to_string(),
+            ),
+            Err(e) => {
+                c.err("admin_token_file", format!("{}: {e}", f.display()));
+                return;
+            }
+        },
+        (None, None) => return,
+    };
+    if let Err(why) = check_token(&token) {
+        c.err(key, why);
+        return;
+    }
+    config.admin_token_resolved = Some(crate::Secret::new(token));
+}
+
+/// A bearer token as RFC 6750 §2.1 spells one (`b64token`), long enough not to be guessed.
+fn check_token(t: &str) -> Result<(), &'static str> {
+    let body = t.trim_end_matches('=');
+    if !body
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
+        || body.is_empty()
+    {
+        return Err(
+            "must be a bearer token: letters, digits and -._~+/, then any '=' \
+                    (RFC 6750 \u{a7}2.1), with no spaces",
+        );
+    }
+    if t.len() < 16 {
+        return Err("must be at least 16 characters (openssl rand -hex 32 makes a good one)");
+    }
+    Ok(())
 }

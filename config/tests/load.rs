@@ -339,3 +339,94 @@ fn an_unknown_key_with_an_empty_name_is_named_quoted() {
         "{errors}"
     );
 }
+
+#[test]
+fn the_admin_listener_has_a_connection_cap_and_a_checked_token() {
+    let c = load("").unwrap();
+    assert_eq!(c.admin_max_connections, 64);
+    assert!(c.admin_token_resolved.is_none());
+    let e = load("admin_max_connections = 0").unwrap_err().to_string();
+    assert!(e.contains("admin_max_connections"), "{e}");
+
+    let c = load("admin_token = \"0123456789abcdef0123\"").unwrap();
+    assert_eq!(
+        c.admin_token_resolved.as_ref().unwrap().expose(),
+        "0123456789abcdef0123"
+    );
+    // Never printed by Debug (nor by `gatehouse check`: gateway/tests/admin.rs).
+    assert!(!format!("{c:?}").contains("0123456789abcdef0123"));
+
+    for (bad, why) in [
+        ("short", "16 characters"),
+        ("has a space in it 0123456789", "bearer token"),
+        ("tok\\u0000en0123456789abcdef", "bearer token"),
+        ("====", "bearer token"),
+    ] {
+        let e = load(&format!("admin_token = \"{bad}\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("admin_token") && e.contains(why), "{bad}: {e}");
+    }
+
+    let dir = std::env::temp_dir().join(format!("gatehouse-admin-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("token");
+    std::fs::write(&f, "S3cr3t-t0ken/from+a.file==\n").unwrap();
+    let c = load(&format!("admin_token_file = {:?}", f.display().to_string())).unwrap();
+    assert_eq!(
+        c.admin_token_resolved.unwrap().expose(),
+        "S3cr3t-t0ken/from+a.file=="
+    );
+    let e = load(&format!(
+        "admin_token = \"0123456789abcdef0123\"\nadmin_token_file = {:?}",
+        f.display().to_string()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("admin_token_file") && e.contains("not both"),
+        "{e}"
+    );
+    std::fs::write(&f, "\n").unwrap();
+    let e = load(&format!("admin_token_file = {:?}", f.display().to_string()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("admin_token_file") && e.contains("bearer token"),
+        "{e}"
+    );
+    let missing = dir.join("missing");
+    let e = load(&format!(
+        "admin_token_file = {:?}",
+        missing.display().to_string()
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("admin_token_file") && e.contains("missing"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+#[allow(clippy::result_large_err)] // figment's own Error, in Jail's signature
+fn an_admin_token_can_come_from_the_environment() {
+    // What `openssl rand -hex 32` and `-base64 32` make.
+    for token in [
+        "6f1c0b8e3a2d4f5b9c7e1a0d2b4c6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+        "q2H7+vQ0xk3/9Zr1bT4uYw8sLm5nP6oJcA2eDfGhIjM=",
+    ] {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("GATEHOUSE_ADMIN_TOKEN", token);
+            let root = std::env::temp_dir().display().to_string();
+            let c = Loader::new()
+                .no_default_file()
+                .toml_str(format!("root = {root:?}\n"))
+                .load()
+                .map_err(|e| e.to_string())?;
+            assert_eq!(c.admin_token_resolved.unwrap().expose(), token);
+            Ok(())
+        });
+    }
+}

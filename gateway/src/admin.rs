@@ -1,26 +1,174 @@
 //! The admin listener: `/healthz` (the process is up), `/readyz` (it takes traffic; 503
-//! while draining) and `POST /reload` (re-read the configuration and swap the routes).
+//! while draining), `/metrics`, and `POST /reload` (re-read the configuration and swap the
+//! routes).
+//!
+//! It has the public listeners' head limits and header timeout, and a connection cap of
+//! its own (`admin_max_connections`), so that it can't be used to exhaust the process's
+//! file descriptors. `POST /reload` is refused to browsers' cross-origin requests, and
+//! takes the bearer token `admin_token` when one is set; without one, it is open only when
+//! the admin listener is on a loopback address.
 
 use crate::server::Shared;
 use crate::static_files::plain;
 use axum::routing::get;
 use axum::Router;
-use http::StatusCode;
+use gatehouse_config::Config;
+use http::header::{AUTHORIZATION, ORIGIN, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+/// Who may `POST /reload`.
+#[derive(Debug)]
+enum ReloadAuth {
+    /// Requests with `Authorization: Bearer <this>`.
+    Token(Box<[u8]>),
+    /// Anyone who can connect: a loopback admin listener without a token.
+    Open,
+    /// No one: no token, and the listener is reachable from other hosts.
+    Refused,
+}
+
+/// The admin listener's settings, made once at start.
+pub(crate) struct Settings {
+    http1: http1::Builder,
+    max_connections: usize,
+    reload: Arc<ReloadAuth>,
+}
+
+impl Settings {
+    /// `addr`: the address the admin listener is bound to.
+    pub(crate) fn new(config: &Config, addr: SocketAddr) -> Settings {
+        let mut b = http1::Builder::new();
+        // The public listeners' head limits; their header timeout, here hyper's own (a
+        // timer per request is no cost on this listener): it runs from the moment the
+        // connection waits for a head, so an idle connection is closed after it too.
+        b.timer(TokioTimer::new())
+            .header_read_timeout(config.timeouts.header_read)
+            .max_buf_size(config.limits.max_header_bytes.max(8192))
+            .max_header_size(config.limits.max_header_bytes)
+            .max_headers(config.limits.max_headers);
+        let reload = match &config.admin_token_resolved {
+            Some(t) => ReloadAuth::Token(t.expose().as_bytes().into()),
+            None if addr.ip().to_canonical().is_loopback() => ReloadAuth::Open,
+            None => {
+                tracing::warn!(
+                    "admin listener {addr} is not on a loopback address and admin_token is \
+                     not set: POST /reload is refused (SIGHUP still reloads)"
+                );
+                ReloadAuth::Refused
+            }
+        };
+        Settings {
+            http1: b,
+            max_connections: config.admin_max_connections.max(1),
+            reload: Arc::new(reload),
+        }
+    }
+}
+
+/// Logs at most one line per 10 s for each of the listener's refusals.
+struct Throttled(AtomicU64);
+
+impl Throttled {
+    const fn new() -> Self {
+        Throttled(AtomicU64::new(u64::MAX))
+    }
+
+    fn due(&self) -> bool {
+        let now = gatehouse_layers::clock::coarse_ms() / 10_000;
+        self.0.swap(now, Ordering::Relaxed) != now
+    }
+}
+
+static RELOAD_REFUSAL_LOGGED: Throttled = Throttled::new();
+static CAP_LOGGED: Throttled = Throttled::new();
+
+/// Why a `POST /reload` is refused, if it is.
+fn reload_refusal(
+    auth: &ReloadAuth,
+    headers: &HeaderMap,
+) -> Option<http::Response<crate::body::GateBody>> {
+    // A browser sends `Origin` with every cross-origin request and with every POST (RFC
+    // 6454 §7, Fetch): no legitimate caller of this endpoint is a web page. A page that
+    // rebinds its own name to this address still sends its own origin.
+    let fetch_site = headers
+        .get("sec-fetch-site")
+        .map(|v| v.as_bytes() == b"same-origin" || v.as_bytes() == b"none");
+    if headers.contains_key(ORIGIN) || fetch_site == Some(false) {
+        if RELOAD_REFUSAL_LOGGED.due() {
+            tracing::warn!(
+                "admin: POST /reload from a web page (Origin or Sec-Fetch-Site) refused"
+            );
+        }
+        return Some(plain(
+            StatusCode::FORBIDDEN,
+            "cross-origin requests may not reload\n",
+        ));
+    }
+    match auth {
+        ReloadAuth::Open => None,
+        ReloadAuth::Refused => Some(plain(
+            StatusCode::FORBIDDEN,
+            "reload over the network needs admin_token (or send SIGHUP)\n",
+        )),
+        ReloadAuth::Token(want) => {
+            if bearer(headers).is_some_and(|got| same_token(got, want)) {
+                return None;
+            }
+            if RELOAD_REFUSAL_LOGGED.due() {
+                tracing::warn!("admin: POST /reload without the right admin_token refused");
+            }
+            let mut res = plain(StatusCode::UNAUTHORIZED, "a bearer token is needed\n");
+            // RFC 6750 §3.
+            res.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"gatehouse admin\""),
+            );
+            Some(res)
+        }
+    }
+}
+
+/// The credentials of `Authorization: Bearer <token>` (RFC 6750 §2.1; the scheme is
+/// case-insensitive, RFC 9110 §11.1).
+fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
+    let v = headers.get(AUTHORIZATION)?.as_bytes();
+    let (scheme, rest) = v.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first() != Some(&b' ') {
+        return None;
+    }
+    Some(rest.trim_ascii())
+}
+
+/// Compares every byte of the expected token whatever arrived, so that the time taken
+/// tells nothing of how much of a guess was right.
+fn same_token(got: &[u8], want: &[u8]) -> bool {
+    let mut diff = got.len() ^ want.len();
+    for (i, w) in want.iter().enumerate() {
+        diff |= usize::from(got.get(i).copied().unwrap_or(0) ^ w);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+fn router(shared: Arc<Shared>, auth: Arc<ReloadAuth>) -> Router {
     let for_reload = shared.clone();
     Router::new()
         .route(
             "/reload",
-            axum::routing::post(move || {
+            axum::routing::post(move |headers: HeaderMap| {
                 let shared = for_reload.clone();
+                let auth = auth.clone();
                 async move {
+                    if let Some(refused) = reload_refusal(&auth, &headers) {
+                        return refused;
+                    }
                     let f = shared.reloader.lock().ok().and_then(|r| r.clone());
                     let Some(f) = f else {
                         return plain(StatusCode::NOT_IMPLEMENTED, "reload is not set up\n");
@@ -79,6 +227,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
+    settings: Settings,
 ) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -87,7 +236,7 @@ pub(crate) async fn serve(
             return;
         }
     };
-    let app = router(shared.clone());
+    let app = router(shared.clone(), settings.reload.clone());
     if shared.exporter.get().is_some() {
         let shared = shared.clone();
         tokio::spawn(async move {
@@ -100,13 +249,15 @@ pub(crate) async fn serve(
             }
         });
     }
+    let accepter = Accepter {
+        open: Arc::new(AtomicUsize::new(0)),
+        settings,
+        app,
+        refused: metrics::counter!("gatehouse_connections_refused_total", "listener" => "admin"),
+    };
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                if let Ok((stream, _)) = accepted {
-                    spawn_connection(stream, &app, true);
-                }
-            }
+            accepted = listener.accept() => accepter.accepted(accepted, true).await,
             // Keep answering /readyz (503) while the public listeners drain; stop once
             // every public connection is gone.
             _ = shutdown.changed() => {
@@ -114,11 +265,7 @@ pub(crate) async fn serve(
                 tokio::pin!(drained);
                 loop {
                     tokio::select! {
-                        accepted = listener.accept() => {
-                            if let Ok((stream, _)) = accepted {
-                                spawn_connection(stream, &app, false);
-                            }
-                        }
+                        accepted = listener.accept() => accepter.accepted(accepted, false).await,
                         _ = &mut drained => return,
                     }
                 }
@@ -127,13 +274,133 @@ pub(crate) async fn serve(
     }
 }
 
-fn spawn_connection(stream: tokio::net::TcpStream, app: &Router, keep_alive: bool) {
-    let _ = stream.set_nodelay(true);
-    let svc = TowerToHyperService::new(app.clone());
-    tokio::spawn(async move {
-        let _ = http1::Builder::new()
-            .keep_alive(keep_alive)
-            .serve_connection(TokioIo::new(stream), svc)
-            .await;
-    });
+struct Accepter {
+    /// Admin connections open now.
+    open: Arc<AtomicUsize>,
+    settings: Settings,
+    app: Router,
+    refused: metrics::Counter,
+}
+
+/// One admin connection's place under the cap, given back when it closes.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Accepter {
+    async fn accepted(
+        &self,
+        accepted: std::io::Result<(tokio::net::TcpStream, SocketAddr)>,
+        keep_alive: bool,
+    ) {
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // EMFILE and friends: back off rather than spin.
+                tracing::warn!("admin accept: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                return;
+            }
+        };
+        // One runtime thread runs this loop and every admin connection: no race between
+        // the check and the increment.
+        if self.open.load(Ordering::Relaxed) >= self.settings.max_connections {
+            // Closed at once: a descriptor held for the length of an accept, not longer.
+            drop(stream);
+            self.refused.increment(1);
+            if CAP_LOGGED.due() {
+                tracing::warn!(
+                    "admin_max_connections ({}) reached: closing new admin connections",
+                    self.settings.max_connections
+                );
+            }
+            return;
+        }
+        self.open.fetch_add(1, Ordering::Relaxed);
+        let slot = Slot(self.open.clone());
+        let _ = stream.set_nodelay(true);
+        let svc = TowerToHyperService::new(self.app.clone());
+        let mut http1 = self.settings.http1.clone();
+        http1.keep_alive(keep_alive);
+        tokio::spawn(async move {
+            let _ = http1.serve_connection(TokioIo::new(stream), svc).await;
+            drop(slot);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        let want = b"0123456789abcdef";
+        assert!(same_token(b"0123456789abcdef", want));
+        for got in [
+            &b""[..],
+            b"0123456789abcde",
+            b"0123456789abcdef0",
+            b"0123456789abcdeF",
+            b"1123456789abcdef",
+        ] {
+            assert!(!same_token(got, want), "{got:?}");
+        }
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_nothing_else_passes() {
+        let t = |v: &str| bearer(&with(&[("authorization", v)])).map(<[u8]>::to_vec);
+        assert_eq!(t("Bearer abc"), Some(b"abc".to_vec()));
+        assert_eq!(t("bEARER   abc "), Some(b"abc".to_vec()));
+        assert_eq!(t("Basic abc"), None);
+        assert_eq!(t("Bearerabc"), None);
+        assert_eq!(t("Bearer"), None);
+        assert_eq!(bearer(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_browser_request_is_refused_whatever_else_it_carries() {
+        let auth = ReloadAuth::Token(b"0123456789abcdef".to_vec().into());
+        let status = |h: &[(&str, &str)]| reload_refusal(&auth, &with(h)).map(|r| r.status());
+        let good = ("authorization", "Bearer 0123456789abcdef");
+        assert_eq!(status(&[good]), None);
+        assert_eq!(status(&[good, ("sec-fetch-site", "same-origin")]), None);
+        assert_eq!(status(&[good, ("sec-fetch-site", "none")]), None);
+        for bad in [
+            ("origin", "http://127.0.0.1:9090"),
+            ("origin", "null"),
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-site", "same-site"),
+        ] {
+            assert_eq!(status(&[good, bad]), Some(StatusCode::FORBIDDEN), "{bad:?}");
+        }
+        assert_eq!(status(&[]), Some(StatusCode::UNAUTHORIZED));
+        let open = ReloadAuth::Open;
+        assert!(reload_refusal(&open, &HeaderMap::new()).is_none());
+        let origin = with(&[("origin", "https://evil.example")]);
+        assert_eq!(
+            reload_refusal(&open, &origin).map(|r| r.status()),
+            Some(StatusCode::FORBIDDEN)
+        );
+        assert_eq!(
+            reload_refusal(&ReloadAuth::Refused, &HeaderMap::new()).map(|r| r.status()),
+            Some(StatusCode::FORBIDDEN)
+        );
+    }
 }

@@ -103,7 +103,11 @@ fn check(o: Overrides) -> ExitCode {
 }
 
 fn render(config: &Config) -> String {
-    toml::to_string_pretty(config).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    let mut shown = config.clone();
+    if shown.admin_token.is_some() {
+        shown.admin_token = Some(gatehouse_config::Secret::new("(hidden)"));
+    }
+    toml::to_string_pretty(&shown).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
 }
 
 fn run(o: Overrides) -> ExitCode {
@@ -193,6 +197,14 @@ fn reloader(
         let fixed = [
             ("listen", config.listen != started.listen),
             ("admin_listen", config.admin_listen != started.admin_listen),
+            (
+                "admin_max_connections",
+                config.admin_max_connections != started.admin_max_connections,
+            ),
+            (
+                "admin_token",
+                config.admin_token_resolved != started.admin_token_resolved,
+            ),
             ("runtime", config.runtime != started.runtime),
             ("workers", config.workers != started.workers),
             ("steer_by_cpu", config.steer_by_cpu != started.steer_by_cpu),

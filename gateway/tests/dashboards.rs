@@ -217,6 +217,107 @@ fn the_compose_file_is_valid() {
         "{user}"
     );
     assert!(df.matches("FROM ").count() >= 2, "multi-stage");
+
+    // The admin listener is published on the host's loopback only, and its token comes
+    // from the environment, never from the file.
+    let block = service_block(&out, "gatehouse");
+    let ports: Vec<&str> = block
+        .lines()
+        .skip_while(|l| *l != "    ports:")
+        .skip(1)
+        .take_while(|l| !l.starts_with("    ") || l.starts_with("    -") || l.starts_with("     "))
+        .collect();
+    assert!(ports.iter().any(|l| l.contains("8080")), "{block}");
+    // docker-compose 1.x writes a host address in the short form; 2.x as host_ip.
+    assert!(
+        ports.iter().any(|l| l.contains("127.0.0.1:9090:9090"))
+            || ports.iter().any(|l| l.contains("host_ip: 127.0.0.1")),
+        "the admin port not on loopback:\n{block}"
+    );
+    assert!(
+        !ports
+            .iter()
+            .any(|l| l.trim_start_matches([' ', '-']).starts_with("9090:")
+                || l.contains("0.0.0.0:9090")),
+        "the admin port open to every interface:\n{block}"
+    );
+    assert!(block.contains("GATEHOUSE_ADMIN_TOKEN: null"), "{block}");
+    let out = run(Command::new("docker-compose")
+        .env("GATEHOUSE_ADMIN_TOKEN", "from-the-shell-0123456789")
+        .arg("-f")
+        .arg(repo().join("docker-compose.yml"))
+        .arg("config"));
+    let block = service_block(&out, "gatehouse");
+    assert!(
+        block.contains("GATEHOUSE_ADMIN_TOKEN: from-the-shell-0123456789"),
+        "{block}"
+    );
+}
+
+/// The lines of one service in `docker-compose config`'s output.
+fn service_block(config: &str, name: &str) -> String {
+    let head = format!("  {name}:");
+    config
+        .lines()
+        .skip_while(|l| *l != head)
+        .skip(1)
+        .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The compose stack's gatehouse.toml, run as the stack runs it (admin listener on every
+/// interface): `POST /reload` is refused without `GATEHOUSE_ADMIN_TOKEN`, and takes it
+/// when the environment sets it.
+#[test]
+fn the_compose_config_keeps_reload_behind_the_token() {
+    let shipped = std::fs::read_to_string(repo().join("examples/compose/gatehouse.toml")).unwrap();
+    let token = "c0mpose-t0ken-0123456789abcdef";
+    for with_token in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, admin) = (free_port(), free_port());
+        let conf = dir.path().join("gatehouse.toml");
+        let local = shipped
+            .replace("0.0.0.0:8080", &format!("127.0.0.1:{port}"))
+            .replace("0.0.0.0:9090", &format!("0.0.0.0:{admin}"))
+            .replace("/srv/site", &fixtures().join("site").display().to_string())
+            .replace("http://backend:80", "http://127.0.0.1:9");
+        assert_ne!(local, shipped);
+        std::fs::write(&conf, local).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        cmd.arg("--config").arg(&conf).stderr(Stdio::null());
+        if with_token {
+            cmd.env("GATEHOUSE_ADMIN_TOKEN", token);
+        } else {
+            cmd.env_remove("GATEHOUSE_ADMIN_TOKEN");
+        }
+        let _g = Kill(cmd.spawn().unwrap());
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], admin));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "gatehouse never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let reload = |auth: &str| {
+            send(
+                addr,
+                &format!("POST /reload HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n{auth}\r\n"),
+            )
+            .status
+        };
+        let bearer = format!("Authorization: Bearer {token}\r\n");
+        if with_token {
+            assert_eq!(reload(""), 401);
+            assert_eq!(reload(&bearer), 200);
+        } else {
+            assert_eq!(reload(""), 403);
+            assert_eq!(reload(&bearer), 403);
+        }
+        assert_eq!(
+            send(addr, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").status,
+            200
+        );
+    }
 }
 
 struct Kill(Child);

@@ -43,6 +43,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 # Rendered by the gatehouse Helm chart from its values.
 listen = "0.0.0.0:{{ $c.httpPort }}"
 admin_listen = "0.0.0.0:{{ $c.adminPort }}"
+admin_max_connections = {{ int $c.adminMaxConnections }}
+{{- if .Values.adminToken.secretName }}
+admin_token_file = "/etc/gatehouse/admin/token"
+{{- end }}
 runtime = {{ $c.runtime | quote }}
 workers = {{ int $c.workers }}
 log_level = {{ $c.logLevel | quote }}

@@ -499,8 +499,9 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
 
     let admin_shared = shared.clone();
     let admin_rx = rx.clone();
+    let admin_settings = admin::Settings::new(config, admin_addr);
     let t = spawn_on_own_runtime("gatehouse-admin", async move {
-        admin::serve(admin_listener, admin_shared, admin_rx).await
+        admin::serve(admin_listener, admin_shared, admin_rx, admin_settings).await
     })
     .map_err(|error| BindError {
         addr: admin_addr,
