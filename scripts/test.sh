@@ -76,8 +76,26 @@ echo "== cargo doc (no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== helm chart"
 HELM="$HELM" GATEHOUSE="$PWD/target/debug/gatehouse" python3 charts/test_chart.py
-echo "== bench smoke test"
+echo "== the README's first command, exactly as written, serves the example site"
 cargo build --release --quiet
+first_log=$(mktemp)
+cargo run --release --quiet -- --root examples/site > "$first_log" 2>&1 &
+first_pid=$!
+page=""
+for _ in $(seq 1 100); do
+  page=$(curl -fsS http://127.0.0.1:8080/ 2> /dev/null) && break
+  sleep 0.2
+done
+kill "$first_pid" 2> /dev/null || true
+wait "$first_pid" 2> /dev/null || true
+title=$(grep -m1 -o '<title>[^<]*</title>' examples/site/index.html)
+if [ -z "$title" ] || ! grep -q -F "$title" <<< "$page"; then
+  echo "the README's 'cargo run --release -- --root examples/site' did not serve examples/site/index.html" >&2
+  cat "$first_log" >&2
+  exit 1
+fi
+rm -f "$first_log"
+echo "== bench smoke test"
 bash bench/smoke.sh
 echo "== profile-guided build (scripts/pgo.sh), and the bench smoke test on it"
 bash scripts/pgo.sh
