@@ -335,18 +335,7 @@ async fn exchange(
     let mut received = false;
     loop {
         if !buf.is_empty() {
-            match parse_into(buf, spare).map_err(Failed::Other)? {
-                Some(head) if head.status.is_informational() => {
-                    // A 101 is never asked for on this path (upgrades go through hyper).
-                    if head.status == StatusCode::SWITCHING_PROTOCOLS {
-                        return Err(Failed::Other(invalid("101 to a request without Upgrade")));
-                    }
-                    // Its map, emptied, is the final head's.
-                    let mut map = head.headers;
-                    map.clear();
-                    *spare = map;
-                    continue;
-                }
+            match final_head(buf, spare).map_err(Failed::Other)? {
                 Some(head) => return Ok(head),
                 None if buf.len() >= max_buf => {
                     return Err(Failed::Other(invalid("response head too large")))
@@ -366,6 +355,29 @@ async fn exchange(
             Ok(_) => received = true,
             Err(e) if !received => return Err(Failed::BeforeResponse(e)),
             Err(e) => return Err(Failed::Other(e)),
+        }
+    }
+}
+
+/// Parses heads off the front of `buf` until a final one, skipping 1xx (RFC 9110 §15.2),
+/// or returns `None` for more.
+fn final_head(buf: &mut BytesMut, spare: &mut HeaderMap) -> io::Result<Option<Head>> {
+    loop {
+        match parse_into(buf, spare)? {
+            Some(head) if head.status.is_informational() => {
+                // A 101 is never asked for on this path (upgrades go through hyper).
+                if head.status == StatusCode::SWITCHING_PROTOCOLS {
+                    return Err(invalid("101 to a request without Upgrade"));
+                }
+                // Its map, emptied, is the final head's.
+                let mut map = head.headers;
+                map.clear();
+                *spare = map;
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+            }
+            head => return Ok(head),
         }
     }
 }
@@ -532,13 +544,33 @@ fn name_at(names: Option<&mut Names>, i: usize, raw: &[u8]) -> io::Result<Header
 }
 
 impl Head {
-    /// RFC 9112 §6.3: how the body is delimited, and §9.3 whether the connection stays.
     fn into_response(
         mut self,
         conn: Conn,
         pool: &Arc<Pool>,
         head_request: bool,
     ) -> io::Result<Response<Body>> {
+        let (state, keep) = self.framing(head_request)?;
+        let mut body = Body {
+            conn: Some(conn),
+            pool: pool.clone(),
+            state,
+            keep,
+            names_others: self.names_others,
+        };
+        if matches!(body.state, State::Length(0)) {
+            body.finish();
+        }
+        let mut res = Response::new(body);
+        *res.status_mut() = self.status;
+        *res.version_mut() = self.version;
+        *res.headers_mut() = self.headers;
+        Ok(res)
+    }
+
+    /// RFC 9112 §6.3: how the body is delimited, and §9.3 whether the connection may be
+    /// used again after it.
+    fn framing(&mut self, head_request: bool) -> io::Result<(State, bool)> {
         // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing.
         if self.version == Version::HTTP_10 && self.transfer.is_some() {
             return Err(invalid("Transfer-Encoding in an HTTP/1.0 response"));
@@ -572,21 +604,7 @@ impl Head {
                 }
             }
         };
-        let mut body = Body {
-            conn: Some(conn),
-            pool: pool.clone(),
-            state,
-            keep,
-            names_others: self.names_others,
-        };
-        if matches!(body.state, State::Length(0)) {
-            body.finish();
-        }
-        let mut res = Response::new(body);
-        *res.status_mut() = self.status;
-        *res.version_mut() = self.version;
-        *res.headers_mut() = self.headers;
-        Ok(res)
+        Ok((state, keep))
     }
 }
 
@@ -665,10 +683,6 @@ impl Body {
             &mut conn.buf
         ))?;
         Poll::Ready(Ok(n > 0))
-    }
-
-    fn buf(&mut self) -> Option<&mut BytesMut> {
-        self.conn.as_mut().map(|c| &mut c.buf)
     }
 
     /// Dropped before its end: a response the client won't get whole, or one answered
@@ -780,44 +794,25 @@ impl http_body::Body for Body {
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
         let this = &mut *self;
         loop {
-            let buffered = this.buf().map_or(0, |b| b.len());
-            let want = match this.state {
-                State::Done => return Poll::Ready(None),
-                State::Length(0) => {
+            let step = match this.conn.as_mut() {
+                _ if matches!(this.state, State::Done) => return Poll::Ready(None),
+                Some(conn) => decode(&mut this.state, &mut conn.buf),
+                None => return this.fail(io::ErrorKind::UnexpectedEof.into()),
+            };
+            let want = match step {
+                Ok(Step::Data(data)) => {
+                    if matches!(this.state, State::Length(0)) {
+                        this.finish();
+                    }
+                    return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
+                }
+                Ok(Step::Again) => continue,
+                Ok(Step::End) => {
                     this.finish();
                     return Poll::Ready(None);
                 }
-                State::Length(n) if buffered > 0 => {
-                    let take = (n as usize).min(buffered);
-                    let Some(buf) = this.buf() else {
-                        return this.fail(io::ErrorKind::UnexpectedEof.into());
-                    };
-                    let data = buf.split_to(take).freeze();
-                    this.state = State::Length(n - take as u64);
-                    if n == take as u64 {
-                        this.finish();
-                    }
-                    return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
-                }
-                State::Length(n) => n,
-                State::Eof if buffered > 0 => {
-                    let Some(buf) = this.buf() else {
-                        return Poll::Ready(None);
-                    };
-                    let data = buf.split().freeze();
-                    return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
-                }
-                State::Eof => READ_CHUNK as u64,
-                State::Chunked(c) => match this.chunked_step(c) {
-                    Ok(Step::Data(d)) => return Poll::Ready(Some(Ok(http_body::Frame::data(d)))),
-                    Ok(Step::Again) => continue,
-                    Ok(Step::End) => {
-                        this.finish();
-                        return Poll::Ready(None);
-                    }
-                    Ok(Step::More(n)) => n,
-                    Err(e) => return this.fail(e),
-                },
+                Ok(Step::More(n)) => n,
+                Err(e) => return this.fail(e),
             };
             match ready!(this.poll_fill(cx, want)) {
                 Ok(true) => {}
@@ -859,63 +854,74 @@ enum Step {
     More(u64),
 }
 
-impl Body {
-    fn chunked_step(&mut self, c: Chunk) -> io::Result<Step> {
-        let Some(buf) = self.buf() else {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        };
-        let next = match c {
-            Chunk::Size | Chunk::Trailers => {
-                let Some(end) = line_end(buf) else {
-                    if buf.len() > MAX_LINE {
-                        return Err(invalid("chunk-size line or trailer too long"));
-                    }
-                    return Ok(Step::More(0));
-                };
-                let line = buf.split_to(end + 2);
-                let line = &line[..end];
-                if c == Chunk::Trailers {
-                    // Trailer fields are not forwarded; the empty line ends the message.
-                    if line.is_empty() {
-                        return Ok(Step::End);
-                    }
-                    Chunk::Trailers
-                } else {
-                    match chunk_size(line) {
-                        Some(0) => Chunk::Trailers,
-                        Some(n) => Chunk::Data(n),
-                        None => return Err(invalid("bad chunk size")),
-                    }
-                }
-            }
-            Chunk::Data(n) => {
-                if buf.is_empty() {
-                    return Ok(Step::More(n));
-                }
-                let take = (n as usize).min(buf.len());
-                let data = buf.split_to(take).freeze();
-                let left = n - take as u64;
-                self.state = State::Chunked(if left == 0 {
-                    Chunk::DataEnd
-                } else {
-                    Chunk::Data(left)
-                });
-                return Ok(Step::Data(data));
-            }
-            Chunk::DataEnd => {
-                if buf.len() < 2 {
-                    return Ok(Step::More(0));
-                }
-                if &buf[..2] != b"\r\n" {
-                    return Err(invalid("chunk data not followed by CRLF"));
-                }
-                buf.advance(2);
-                Chunk::Size
-            }
-        };
-        self.state = State::Chunked(next);
-        Ok(Step::Again)
+/// The next step of reading a body from `buf`, whose state is `state`.
+fn decode(state: &mut State, buf: &mut BytesMut) -> io::Result<Step> {
+    match *state {
+        State::Done | State::Length(0) => Ok(Step::End),
+        State::Length(n) if !buf.is_empty() => {
+            let take = usize::try_from(n).map_or(buf.len(), |n| n.min(buf.len()));
+            *state = State::Length(n - take as u64);
+            Ok(Step::Data(buf.split_to(take).freeze()))
+        }
+        State::Length(n) => Ok(Step::More(n)),
+        State::Eof if !buf.is_empty() => Ok(Step::Data(buf.split().freeze())),
+        State::Eof => Ok(Step::More(READ_CHUNK as u64)),
+        State::Chunked(c) => chunked_step(state, c, buf),
     }
+}
+
+fn chunked_step(state: &mut State, c: Chunk, buf: &mut BytesMut) -> io::Result<Step> {
+    let next = match c {
+        Chunk::Size | Chunk::Trailers => {
+            let Some(end) = line_end(buf) else {
+                if buf.len() > MAX_LINE {
+                    return Err(invalid("chunk-size line or trailer too long"));
+                }
+                return Ok(Step::More(0));
+            };
+            let line = buf.split_to(end + 2);
+            let line = &line[..end];
+            if c == Chunk::Trailers {
+                // Trailer fields are not forwarded; the empty line ends the message.
+                if line.is_empty() {
+                    return Ok(Step::End);
+                }
+                Chunk::Trailers
+            } else {
+                match chunk_size(line) {
+                    Some(0) => Chunk::Trailers,
+                    Some(n) => Chunk::Data(n),
+                    None => return Err(invalid("bad chunk size")),
+                }
+            }
+        }
+        Chunk::Data(n) => {
+            if buf.is_empty() {
+                return Ok(Step::More(n));
+            }
+            let take = usize::try_from(n).map_or(buf.len(), |n| n.min(buf.len()));
+            let data = buf.split_to(take).freeze();
+            let left = n - take as u64;
+            *state = State::Chunked(if left == 0 {
+                Chunk::DataEnd
+            } else {
+                Chunk::Data(left)
+            });
+            return Ok(Step::Data(data));
+        }
+        Chunk::DataEnd => {
+            if buf.len() < 2 {
+                return Ok(Step::More(0));
+            }
+            if &buf[..2] != b"\r\n" {
+                return Err(invalid("chunk data not followed by CRLF"));
+            }
+            buf.advance(2);
+            Chunk::Size
+        }
+    };
+    *state = State::Chunked(next);
+    Ok(Step::Again)
 }
 
 #[cfg(test)]
