@@ -11,6 +11,10 @@
 //! Framing follows RFC 9112 §6.3; 1xx responses are skipped (RFC 9110 §15.2), as
 //! hyper's client does.
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
+
 use super::headers::Forwarding;
 use super::pool::{Pool, SendError, Settings};
 use bytes::{Buf, Bytes, BytesMut};
