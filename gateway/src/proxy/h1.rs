@@ -775,6 +775,22 @@ fn line_end(b: &[u8]) -> Option<usize> {
     b.windows(2).position(|w| w == b"\r\n")
 }
 
+/// `field-name ":" field-value` (RFC 9110 §5.1, §5.5): a token, then HTAB, SP, VCHAR or
+/// obs-text, as httparse takes a head's fields.
+fn field_line(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    let (name, value) = (&line[..colon], &line[colon + 1..]);
+    let tchar = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    !name.is_empty() && name.iter().all(tchar) && value.iter().all(|&b| field_text(b))
+}
+
+/// HTAB, SP, VCHAR, obs-text: no control but HTAB (a bare CR or LF among them).
+fn field_text(b: u8) -> bool {
+    b == b'\t' || (b >= b' ' && b != 0x7f)
+}
+
 /// A chunk-size line (§7.1): hex digits, then optional extensions, which are ignored.
 fn chunk_size(line: &[u8]) -> Option<u64> {
     let digits = line
@@ -890,6 +906,12 @@ fn chunked_step(state: &mut State, c: Chunk, buf: &mut BytesMut) -> io::Result<S
                 if line.is_empty() {
                     return Ok(Step::End);
                 }
+                // But they must be field lines (RFC 9112 §7.1.2): anything else says the
+                // body is not framed as the upstream meant, a head smuggled after the
+                // last chunk, say.
+                if !field_line(line) {
+                    return Err(invalid("bad trailer field"));
+                }
                 Chunk::Trailers
             } else {
                 match chunk_size(line) {
@@ -942,6 +964,51 @@ mod tests {
         assert_eq!(chunk_size(b"1x"), None);
         // 17 hex digits would overflow a u64.
         assert_eq!(chunk_size(b"10000000000000000"), None);
+    }
+
+    /// A chunked body read from `bytes` (all of it there at once), or the error.
+    fn chunked(bytes: &[u8]) -> io::Result<Vec<u8>> {
+        let mut buf = BytesMut::from(bytes);
+        let mut state = State::Chunked(Chunk::Size);
+        let mut body = Vec::new();
+        loop {
+            match decode(&mut state, &mut buf)? {
+                Step::Data(d) => body.extend_from_slice(&d),
+                Step::Again => {}
+                Step::End => return Ok(body),
+                Step::More(_) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            }
+        }
+    }
+
+    #[test]
+    fn trailer_sections_are_field_lines() {
+        let with = |trailers: &[u8]| {
+            let mut b = b"2\r\nok\r\n0\r\n".to_vec();
+            b.extend_from_slice(trailers);
+            chunked(&b)
+        };
+        assert_eq!(with(b"\r\n").unwrap(), b"ok");
+        assert_eq!(
+            with(b"X-Sum: 1\r\nExpires: a\t\xff b\r\nE:\r\n\r\n").unwrap(),
+            b"ok"
+        );
+        for bad in [
+            &b"X-S w: 1"[..],
+            b"X-Sum : 1",
+            b": 1",
+            b"no colon",
+            b" X: folded",
+            b"HTTP/1.1 200 OK",
+            b"X: a\x00b",
+            b"X: a\rb",
+            b"X: a\nb",
+            b"X: a\x7f",
+        ] {
+            let mut t = bad.to_vec();
+            t.extend_from_slice(b"\r\n\r\n");
+            assert!(with(&t).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]
