@@ -57,6 +57,16 @@ fn serve(s: TcpStream) {
             "/bad-chunk" => {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nok\r\n0\r\n\r\n"
             }
+            // A bare LF in a chunk extension: read to the CRLF, "xyz" is part of it; a
+            // reader ending lines at LF takes it for the chunk's data.
+            "/ext-bare-lf" => {
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;\nxyz\r\nabc\r\n0\r\n\r\n"
+            }
+            // A response head where the trailer section should be.
+            "/head-in-trailers" => {
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\
+                  HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+            }
             "/cut-chunked" => {
                 let _ = w.write_all(
                     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nonly 8 b",
@@ -179,7 +189,12 @@ fn unframeable_responses_are_502_and_cut_bodies_are_not_completed() {
         assert_eq!(get10(&g, path).status, 502, "{path}");
     }
     // After the head is sent a bad chunk can only cut the response short.
-    for path in ["/bad-chunk", "/cut-chunked"] {
+    for path in [
+        "/bad-chunk",
+        "/cut-chunked",
+        "/ext-bare-lf",
+        "/head-in-trailers",
+    ] {
         let mut c = Conn::open(g.addr);
         c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
         // Chunked to the client: a cut response lacks its last chunk. hyper may close

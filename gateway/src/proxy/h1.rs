@@ -792,13 +792,19 @@ fn field_text(b: u8) -> bool {
 }
 
 /// A chunk-size line (§7.1): hex digits, then optional extensions, which are ignored.
+/// Only blanks may come between the two (§7.1.1: BWS before `;`).
 fn chunk_size(line: &[u8]) -> Option<u64> {
     let digits = line
         .iter()
         .position(|b| !b.is_ascii_hexdigit())
         .unwrap_or(line.len());
     let rest = &line[digits..];
-    if digits == 0 || digits > 16 || !(rest.is_empty() || matches!(rest[0], b';' | b' ' | b'\t')) {
+    let blanks = rest
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(rest.len());
+    let ext = &rest[blanks..];
+    if digits == 0 || digits > 16 || !(ext.is_empty() || ext[0] == b';') {
         return None;
     }
     u64::from_str_radix(std::str::from_utf8(&line[..digits]).ok()?, 16).ok()
@@ -914,6 +920,12 @@ fn chunked_step(state: &mut State, c: Chunk, buf: &mut BytesMut) -> io::Result<S
                 }
                 Chunk::Trailers
             } else {
+                // No control but HTAB in it, extensions included (RFC 9112 §7.1.1: tokens
+                // and quoted strings): a reader ending lines at a bare CR or LF (§2.2)
+                // would see another chunk there.
+                if !line.iter().all(|&b| field_text(b)) {
+                    return Err(invalid("bad chunk-size line"));
+                }
                 match chunk_size(line) {
                     Some(0) => Chunk::Trailers,
                     Some(n) => Chunk::Data(n),
@@ -964,6 +976,44 @@ mod tests {
         assert_eq!(chunk_size(b"1x"), None);
         // 17 hex digits would overflow a u64.
         assert_eq!(chunk_size(b"10000000000000000"), None);
+        // Blanks only before extensions, or at the end.
+        assert_eq!(chunk_size(b"5 \t;a=b"), Some(5));
+        assert_eq!(chunk_size(b"5\t"), Some(5));
+        assert_eq!(chunk_size(b"5 x"), None);
+        assert_eq!(chunk_size(b"5 5"), None);
+        assert_eq!(chunk_size(b"5 =a"), None);
+    }
+
+    #[test]
+    fn chunk_extensions_hold_no_line_break_or_control() {
+        assert_eq!(
+            chunked(b"5;a=\"b\tc\\\xff\"\r\nhello\r\n0\r\n\r\n").unwrap(),
+            b"hello"
+        );
+        // Read up to the CRLF, a bare CR or LF was taken for part of the extension; a
+        // reader ending the line there would take "xyz" for data (RFC 9112 §2.2).
+        for ext in [
+            &b"\rxyz"[..],
+            b"\nxyz",
+            b"=a\rb",
+            b"=a\nb",
+            b"=\x00",
+            b"=\x1b",
+            b"=\x7f",
+        ] {
+            let mut b = b"5;".to_vec();
+            b.extend_from_slice(ext);
+            b.extend_from_slice(b"\r\nhello\r\n0\r\n\r\n");
+            assert!(chunked(&b).is_err(), "{:?}", String::from_utf8_lossy(ext));
+            let mut last = b"2\r\nok\r\n0;".to_vec();
+            last.extend_from_slice(ext);
+            last.extend_from_slice(b"\r\n\r\n");
+            assert!(
+                chunked(&last).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(ext)
+            );
+        }
     }
 
     /// A chunked body read from `bytes` (all of it there at once), or the error.

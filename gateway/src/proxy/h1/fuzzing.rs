@@ -282,6 +282,9 @@ fn stricter(e: &str, response: &[u8]) -> bool {
         // it; gatehouse wants plain digits, at most 19 of them (hyper takes leading zeros up
         // to u64::MAX).
         "invalid Content-Length" => true,
+        // RFC 9112 §7.1.1: an extension is tokens and quoted strings, with no control but
+        // HTAB; hyper refuses only a CR or LF in one.
+        "bad chunk-size line" => true,
         // At most 16 hex digits (hyper takes leading zeros).
         "bad chunk size" => {
             let mut run = 0;
