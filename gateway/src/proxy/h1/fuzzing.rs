@@ -285,6 +285,12 @@ fn stricter(e: &str, response: &[u8]) -> bool {
         // RFC 9112 §7.1.1: an extension is tokens and quoted strings, with no control but
         // HTAB; hyper refuses only a CR or LF in one.
         "bad chunk-size line" => true,
+        // RFC 9112 §2.2 lets a recipient end a line at a bare LF, or refuse it; hyper hands
+        // the trailer section to httparse, which does the former (and ends the section at
+        // a leading one, unread). gatehouse refuses a bare CR or LF in a trailer line.
+        "bad trailer field" => response
+            .windows(2)
+            .any(|w| (w[0] != b'\r' && w[1] == b'\n') || (w[0] == b'\r' && w[1] != b'\n')),
         // At most 16 hex digits (hyper takes leading zeros).
         "bad chunk size" => {
             let mut run = 0;
