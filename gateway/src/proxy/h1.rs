@@ -487,6 +487,12 @@ fn fields(
             }
             head.names_others = true;
         } else if name == TRANSFER_ENCODING {
+            // Codings are tokens (RFC 9112 §6.1): a field with other bytes names none that
+            // can be trusted, and a reader taking it as text (hyper's client) would not
+            // see the `chunked` at its end: another framing than this one.
+            if !ascii && !raw.is_ascii() {
+                return Err(invalid("Transfer-Encoding not ASCII"));
+            }
             let last = raw.rsplit(|&b| b == b',').next().unwrap_or_default();
             head.transfer = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
             continue;
@@ -1121,6 +1127,22 @@ mod tests {
             let h = parse(&mut BytesMut::from(&head[..])).unwrap().unwrap();
             assert!(h.headers["x-a"].as_bytes().ends_with(b"\t\xff~ w"), "{at}");
         }
+    }
+
+    #[test]
+    fn transfer_codings_are_ascii() {
+        let te = |value: &[u8]| {
+            let mut head = b"HTTP/1.1 200 OK\r\nX-A: \xe9\r\nTransfer-Encoding: ".to_vec();
+            head.extend_from_slice(value);
+            head.extend_from_slice(b"\r\n\r\n");
+            parse(&mut BytesMut::from(&head[..])).map(|h| h.unwrap().transfer)
+        };
+        assert_eq!(te(b"gzip, chunked").unwrap(), Some(true));
+        assert_eq!(te(b"chunked, gzip").unwrap(), Some(false));
+        // Chunked here, and read to the close by hyper's client, which takes the field as
+        // text: refused.
+        assert!(te(b"k\x8c, chunked").is_err());
+        assert!(te(b"chunked\xff").is_err());
     }
 
     #[test]

@@ -278,6 +278,9 @@ fn stricter(e: &str, response: &[u8]) -> bool {
         // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing, even on
         // a response that has no body anyway (to a HEAD, a 204, a 304), which hyper takes.
         "Transfer-Encoding in an HTTP/1.0 response" => true,
+        // RFC 9112 §6.1: codings are tokens. hyper's client, not seeing `chunked` in a
+        // field that is not text, reads such a body to the close.
+        "Transfer-Encoding not ASCII" => true,
         // RFC 9110 §8.6 lets a recipient take `Content-Length: 5, 5` (hyper does) or refuse
         // it; gatehouse wants plain digits, at most 19 of them (hyper takes leading zeros up
         // to u64::MAX).
