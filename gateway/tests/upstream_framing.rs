@@ -57,6 +57,16 @@ fn serve(s: TcpStream) {
             "/bad-chunk" => {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nok\r\n0\r\n\r\n"
             }
+            // A bare LF in a chunk extension: read to the CRLF, "xyz" is part of it; a
+            // reader ending lines at LF takes it for the chunk's data.
+            "/ext-bare-lf" => {
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;\nxyz\r\nabc\r\n0\r\n\r\n"
+            }
+            // A response head where the trailer section should be.
+            "/head-in-trailers" => {
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\
+                  HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+            }
             "/cut-chunked" => {
                 let _ = w.write_all(
                     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nonly 8 b",
@@ -66,6 +76,10 @@ fn serve(s: TcpStream) {
             "/too-much" => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokSURPLUS",
             "/http10" => b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\nold!",
             "/close" => b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbye",
+            // Chunked to a reader of bytes, read to the close by one of text.
+            "/te-not-ascii" => {
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: k\x8c, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+            }
             "/http10-chunked" => {
                 b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
             }
@@ -175,11 +189,21 @@ fn informational_responses_are_skipped_and_bodiless_ones_have_no_body() {
 fn unframeable_responses_are_502_and_cut_bodies_are_not_completed() {
     let (up, accepted) = upstream();
     let g = gatehouse(up);
-    for path in ["/bad-length", "/two-lengths", "/http10-chunked"] {
+    for path in [
+        "/bad-length",
+        "/two-lengths",
+        "/http10-chunked",
+        "/te-not-ascii",
+    ] {
         assert_eq!(get10(&g, path).status, 502, "{path}");
     }
     // After the head is sent a bad chunk can only cut the response short.
-    for path in ["/bad-chunk", "/cut-chunked"] {
+    for path in [
+        "/bad-chunk",
+        "/cut-chunked",
+        "/ext-bare-lf",
+        "/head-in-trailers",
+    ] {
         let mut c = Conn::open(g.addr);
         c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
         // Chunked to the client: a cut response lacks its last chunk. hyper may close

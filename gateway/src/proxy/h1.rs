@@ -11,6 +11,10 @@
 //! Framing follows RFC 9112 §6.3; 1xx responses are skipped (RFC 9110 §15.2), as
 //! hyper's client does.
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
+
 use super::headers::Forwarding;
 use super::pool::{Pool, SendError, Settings};
 use bytes::{Buf, Bytes, BytesMut};
@@ -335,18 +339,7 @@ async fn exchange(
     let mut received = false;
     loop {
         if !buf.is_empty() {
-            match parse_into(buf, spare).map_err(Failed::Other)? {
-                Some(head) if head.status.is_informational() => {
-                    // A 101 is never asked for on this path (upgrades go through hyper).
-                    if head.status == StatusCode::SWITCHING_PROTOCOLS {
-                        return Err(Failed::Other(invalid("101 to a request without Upgrade")));
-                    }
-                    // Its map, emptied, is the final head's.
-                    let mut map = head.headers;
-                    map.clear();
-                    *spare = map;
-                    continue;
-                }
+            match final_head(buf, spare).map_err(Failed::Other)? {
                 Some(head) => return Ok(head),
                 None if buf.len() >= max_buf => {
                     return Err(Failed::Other(invalid("response head too large")))
@@ -366,6 +359,29 @@ async fn exchange(
             Ok(_) => received = true,
             Err(e) if !received => return Err(Failed::BeforeResponse(e)),
             Err(e) => return Err(Failed::Other(e)),
+        }
+    }
+}
+
+/// Parses heads off the front of `buf` until a final one, skipping 1xx (RFC 9110 §15.2),
+/// or returns `None` for more.
+fn final_head(buf: &mut BytesMut, spare: &mut HeaderMap) -> io::Result<Option<Head>> {
+    loop {
+        match parse_into(buf, spare)? {
+            Some(head) if head.status.is_informational() => {
+                // A 101 is never asked for on this path (upgrades go through hyper).
+                if head.status == StatusCode::SWITCHING_PROTOCOLS {
+                    return Err(invalid("101 to a request without Upgrade"));
+                }
+                // Its map, emptied, is the final head's.
+                let mut map = head.headers;
+                map.clear();
+                *spare = map;
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+            }
+            head => return Ok(head),
         }
     }
 }
@@ -471,6 +487,12 @@ fn fields(
             }
             head.names_others = true;
         } else if name == TRANSFER_ENCODING {
+            // Codings are tokens (RFC 9112 §6.1): a field with other bytes names none that
+            // can be trusted, and a reader taking it as text (hyper's client) would not
+            // see the `chunked` at its end: another framing than this one.
+            if !ascii && !raw.is_ascii() {
+                return Err(invalid("Transfer-Encoding not ASCII"));
+            }
             let last = raw.rsplit(|&b| b == b',').next().unwrap_or_default();
             head.transfer = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
             continue;
@@ -532,13 +554,33 @@ fn name_at(names: Option<&mut Names>, i: usize, raw: &[u8]) -> io::Result<Header
 }
 
 impl Head {
-    /// RFC 9112 §6.3: how the body is delimited, and §9.3 whether the connection stays.
     fn into_response(
         mut self,
         conn: Conn,
         pool: &Arc<Pool>,
         head_request: bool,
     ) -> io::Result<Response<Body>> {
+        let (state, keep) = self.framing(head_request)?;
+        let mut body = Body {
+            conn: Some(conn),
+            pool: pool.clone(),
+            state,
+            keep,
+            names_others: self.names_others,
+        };
+        if matches!(body.state, State::Length(0)) {
+            body.finish();
+        }
+        let mut res = Response::new(body);
+        *res.status_mut() = self.status;
+        *res.version_mut() = self.version;
+        *res.headers_mut() = self.headers;
+        Ok(res)
+    }
+
+    /// RFC 9112 §6.3: how the body is delimited, and §9.3 whether the connection may be
+    /// used again after it.
+    fn framing(&mut self, head_request: bool) -> io::Result<(State, bool)> {
         // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing.
         if self.version == Version::HTTP_10 && self.transfer.is_some() {
             return Err(invalid("Transfer-Encoding in an HTTP/1.0 response"));
@@ -572,21 +614,7 @@ impl Head {
                 }
             }
         };
-        let mut body = Body {
-            conn: Some(conn),
-            pool: pool.clone(),
-            state,
-            keep,
-            names_others: self.names_others,
-        };
-        if matches!(body.state, State::Length(0)) {
-            body.finish();
-        }
-        let mut res = Response::new(body);
-        *res.status_mut() = self.status;
-        *res.version_mut() = self.version;
-        *res.headers_mut() = self.headers;
-        Ok(res)
+        Ok((state, keep))
     }
 }
 
@@ -665,10 +693,6 @@ impl Body {
             &mut conn.buf
         ))?;
         Poll::Ready(Ok(n > 0))
-    }
-
-    fn buf(&mut self) -> Option<&mut BytesMut> {
-        self.conn.as_mut().map(|c| &mut c.buf)
     }
 
     /// Dropped before its end: a response the client won't get whole, or one answered
@@ -757,14 +781,36 @@ fn line_end(b: &[u8]) -> Option<usize> {
     b.windows(2).position(|w| w == b"\r\n")
 }
 
+/// `field-name ":" field-value` (RFC 9110 §5.1, §5.5): a token, then HTAB, SP, VCHAR or
+/// obs-text, as httparse takes a head's fields.
+fn field_line(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    let (name, value) = (&line[..colon], &line[colon + 1..]);
+    let tchar = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    !name.is_empty() && name.iter().all(tchar) && value.iter().all(|&b| field_text(b))
+}
+
+/// HTAB, SP, VCHAR, obs-text: no control but HTAB (a bare CR or LF among them).
+fn field_text(b: u8) -> bool {
+    b == b'\t' || (b >= b' ' && b != 0x7f)
+}
+
 /// A chunk-size line (§7.1): hex digits, then optional extensions, which are ignored.
+/// Only blanks may come between the two (§7.1.1: BWS before `;`).
 fn chunk_size(line: &[u8]) -> Option<u64> {
     let digits = line
         .iter()
         .position(|b| !b.is_ascii_hexdigit())
         .unwrap_or(line.len());
     let rest = &line[digits..];
-    if digits == 0 || digits > 16 || !(rest.is_empty() || matches!(rest[0], b';' | b' ' | b'\t')) {
+    let blanks = rest
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(rest.len());
+    let ext = &rest[blanks..];
+    if digits == 0 || digits > 16 || !(ext.is_empty() || ext[0] == b';') {
         return None;
     }
     u64::from_str_radix(std::str::from_utf8(&line[..digits]).ok()?, 16).ok()
@@ -780,44 +826,25 @@ impl http_body::Body for Body {
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
         let this = &mut *self;
         loop {
-            let buffered = this.buf().map_or(0, |b| b.len());
-            let want = match this.state {
-                State::Done => return Poll::Ready(None),
-                State::Length(0) => {
+            let step = match this.conn.as_mut() {
+                _ if matches!(this.state, State::Done) => return Poll::Ready(None),
+                Some(conn) => decode(&mut this.state, &mut conn.buf),
+                None => return this.fail(io::ErrorKind::UnexpectedEof.into()),
+            };
+            let want = match step {
+                Ok(Step::Data(data)) => {
+                    if matches!(this.state, State::Length(0)) {
+                        this.finish();
+                    }
+                    return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
+                }
+                Ok(Step::Again) => continue,
+                Ok(Step::End) => {
                     this.finish();
                     return Poll::Ready(None);
                 }
-                State::Length(n) if buffered > 0 => {
-                    let take = (n as usize).min(buffered);
-                    let Some(buf) = this.buf() else {
-                        return this.fail(io::ErrorKind::UnexpectedEof.into());
-                    };
-                    let data = buf.split_to(take).freeze();
-                    this.state = State::Length(n - take as u64);
-                    if n == take as u64 {
-                        this.finish();
-                    }
-                    return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
-                }
-                State::Length(n) => n,
-                State::Eof if buffered > 0 => {
-                    let Some(buf) = this.buf() else {
-                        return Poll::Ready(None);
-                    };
-                    let data = buf.split().freeze();
-                    return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
-                }
-                State::Eof => READ_CHUNK as u64,
-                State::Chunked(c) => match this.chunked_step(c) {
-                    Ok(Step::Data(d)) => return Poll::Ready(Some(Ok(http_body::Frame::data(d)))),
-                    Ok(Step::Again) => continue,
-                    Ok(Step::End) => {
-                        this.finish();
-                        return Poll::Ready(None);
-                    }
-                    Ok(Step::More(n)) => n,
-                    Err(e) => return this.fail(e),
-                },
+                Ok(Step::More(n)) => n,
+                Err(e) => return this.fail(e),
             };
             match ready!(this.poll_fill(cx, want)) {
                 Ok(true) => {}
@@ -859,63 +886,86 @@ enum Step {
     More(u64),
 }
 
-impl Body {
-    fn chunked_step(&mut self, c: Chunk) -> io::Result<Step> {
-        let Some(buf) = self.buf() else {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        };
-        let next = match c {
-            Chunk::Size | Chunk::Trailers => {
-                let Some(end) = line_end(buf) else {
-                    if buf.len() > MAX_LINE {
-                        return Err(invalid("chunk-size line or trailer too long"));
-                    }
-                    return Ok(Step::More(0));
-                };
-                let line = buf.split_to(end + 2);
-                let line = &line[..end];
-                if c == Chunk::Trailers {
-                    // Trailer fields are not forwarded; the empty line ends the message.
-                    if line.is_empty() {
-                        return Ok(Step::End);
-                    }
-                    Chunk::Trailers
-                } else {
-                    match chunk_size(line) {
-                        Some(0) => Chunk::Trailers,
-                        Some(n) => Chunk::Data(n),
-                        None => return Err(invalid("bad chunk size")),
-                    }
-                }
-            }
-            Chunk::Data(n) => {
-                if buf.is_empty() {
-                    return Ok(Step::More(n));
-                }
-                let take = (n as usize).min(buf.len());
-                let data = buf.split_to(take).freeze();
-                let left = n - take as u64;
-                self.state = State::Chunked(if left == 0 {
-                    Chunk::DataEnd
-                } else {
-                    Chunk::Data(left)
-                });
-                return Ok(Step::Data(data));
-            }
-            Chunk::DataEnd => {
-                if buf.len() < 2 {
-                    return Ok(Step::More(0));
-                }
-                if &buf[..2] != b"\r\n" {
-                    return Err(invalid("chunk data not followed by CRLF"));
-                }
-                buf.advance(2);
-                Chunk::Size
-            }
-        };
-        self.state = State::Chunked(next);
-        Ok(Step::Again)
+/// The next step of reading a body from `buf`, whose state is `state`.
+fn decode(state: &mut State, buf: &mut BytesMut) -> io::Result<Step> {
+    match *state {
+        State::Done | State::Length(0) => Ok(Step::End),
+        State::Length(n) if !buf.is_empty() => {
+            let take = usize::try_from(n).map_or(buf.len(), |n| n.min(buf.len()));
+            *state = State::Length(n - take as u64);
+            Ok(Step::Data(buf.split_to(take).freeze()))
+        }
+        State::Length(n) => Ok(Step::More(n)),
+        State::Eof if !buf.is_empty() => Ok(Step::Data(buf.split().freeze())),
+        State::Eof => Ok(Step::More(READ_CHUNK as u64)),
+        State::Chunked(c) => chunked_step(state, c, buf),
     }
+}
+
+fn chunked_step(state: &mut State, c: Chunk, buf: &mut BytesMut) -> io::Result<Step> {
+    let next = match c {
+        Chunk::Size | Chunk::Trailers => {
+            let Some(end) = line_end(buf) else {
+                if buf.len() > MAX_LINE {
+                    return Err(invalid("chunk-size line or trailer too long"));
+                }
+                return Ok(Step::More(0));
+            };
+            let line = buf.split_to(end + 2);
+            let line = &line[..end];
+            if c == Chunk::Trailers {
+                // Trailer fields are not forwarded; the empty line ends the message.
+                if line.is_empty() {
+                    return Ok(Step::End);
+                }
+                // But they must be field lines (RFC 9112 §7.1.2): anything else says the
+                // body is not framed as the upstream meant, a head smuggled after the
+                // last chunk, say.
+                if !field_line(line) {
+                    return Err(invalid("bad trailer field"));
+                }
+                Chunk::Trailers
+            } else {
+                // No control but HTAB in it, extensions included (RFC 9112 §7.1.1: tokens
+                // and quoted strings): a reader ending lines at a bare CR or LF (§2.2)
+                // would see another chunk there.
+                if !line.iter().all(|&b| field_text(b)) {
+                    return Err(invalid("bad chunk-size line"));
+                }
+                match chunk_size(line) {
+                    Some(0) => Chunk::Trailers,
+                    Some(n) => Chunk::Data(n),
+                    None => return Err(invalid("bad chunk size")),
+                }
+            }
+        }
+        Chunk::Data(n) => {
+            if buf.is_empty() {
+                return Ok(Step::More(n));
+            }
+            let take = usize::try_from(n).map_or(buf.len(), |n| n.min(buf.len()));
+            let data = buf.split_to(take).freeze();
+            let left = n - take as u64;
+            *state = State::Chunked(if left == 0 {
+                Chunk::DataEnd
+            } else {
+                Chunk::Data(left)
+            });
+            return Ok(Step::Data(data));
+        }
+        Chunk::DataEnd => {
+            if buf.len() < 2 {
+                return Ok(Step::More(0));
+            }
+            if &buf[..2] != b"\r\n" {
+                return Err(invalid("chunk data not followed by CRLF"));
+            }
+            buf.advance(2);
+            Chunk::Size
+        }
+    };
+    *state = State::Chunked(next);
+    Ok(Step::Again)
 }
 
 #[cfg(test)]
@@ -932,6 +982,89 @@ mod tests {
         assert_eq!(chunk_size(b"1x"), None);
         // 17 hex digits would overflow a u64.
         assert_eq!(chunk_size(b"10000000000000000"), None);
+        // Blanks only before extensions, or at the end.
+        assert_eq!(chunk_size(b"5 \t;a=b"), Some(5));
+        assert_eq!(chunk_size(b"5\t"), Some(5));
+        assert_eq!(chunk_size(b"5 x"), None);
+        assert_eq!(chunk_size(b"5 5"), None);
+        assert_eq!(chunk_size(b"5 =a"), None);
+    }
+
+    #[test]
+    fn chunk_extensions_hold_no_line_break_or_control() {
+        assert_eq!(
+            chunked(b"5;a=\"b\tc\\\xff\"\r\nhello\r\n0\r\n\r\n").unwrap(),
+            b"hello"
+        );
+        // Read up to the CRLF, a bare CR or LF was taken for part of the extension; a
+        // reader ending the line there would take "xyz" for data (RFC 9112 §2.2).
+        for ext in [
+            &b"\rxyz"[..],
+            b"\nxyz",
+            b"=a\rb",
+            b"=a\nb",
+            b"=\x00",
+            b"=\x1b",
+            b"=\x7f",
+        ] {
+            let mut b = b"5;".to_vec();
+            b.extend_from_slice(ext);
+            b.extend_from_slice(b"\r\nhello\r\n0\r\n\r\n");
+            assert!(chunked(&b).is_err(), "{:?}", String::from_utf8_lossy(ext));
+            let mut last = b"2\r\nok\r\n0;".to_vec();
+            last.extend_from_slice(ext);
+            last.extend_from_slice(b"\r\n\r\n");
+            assert!(
+                chunked(&last).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(ext)
+            );
+        }
+    }
+
+    /// A chunked body read from `bytes` (all of it there at once), or the error.
+    fn chunked(bytes: &[u8]) -> io::Result<Vec<u8>> {
+        let mut buf = BytesMut::from(bytes);
+        let mut state = State::Chunked(Chunk::Size);
+        let mut body = Vec::new();
+        loop {
+            match decode(&mut state, &mut buf)? {
+                Step::Data(d) => body.extend_from_slice(&d),
+                Step::Again => {}
+                Step::End => return Ok(body),
+                Step::More(_) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            }
+        }
+    }
+
+    #[test]
+    fn trailer_sections_are_field_lines() {
+        let with = |trailers: &[u8]| {
+            let mut b = b"2\r\nok\r\n0\r\n".to_vec();
+            b.extend_from_slice(trailers);
+            chunked(&b)
+        };
+        assert_eq!(with(b"\r\n").unwrap(), b"ok");
+        assert_eq!(
+            with(b"X-Sum: 1\r\nExpires: a\t\xff b\r\nE:\r\n\r\n").unwrap(),
+            b"ok"
+        );
+        for bad in [
+            &b"X-S w: 1"[..],
+            b"X-Sum : 1",
+            b": 1",
+            b"no colon",
+            b" X: folded",
+            b"HTTP/1.1 200 OK",
+            b"X: a\x00b",
+            b"X: a\rb",
+            b"X: a\nb",
+            b"X: a\x7f",
+        ] {
+            let mut t = bad.to_vec();
+            t.extend_from_slice(b"\r\n\r\n");
+            assert!(with(&t).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]
@@ -994,6 +1127,22 @@ mod tests {
             let h = parse(&mut BytesMut::from(&head[..])).unwrap().unwrap();
             assert!(h.headers["x-a"].as_bytes().ends_with(b"\t\xff~ w"), "{at}");
         }
+    }
+
+    #[test]
+    fn transfer_codings_are_ascii() {
+        let te = |value: &[u8]| {
+            let mut head = b"HTTP/1.1 200 OK\r\nX-A: \xe9\r\nTransfer-Encoding: ".to_vec();
+            head.extend_from_slice(value);
+            head.extend_from_slice(b"\r\n\r\n");
+            parse(&mut BytesMut::from(&head[..])).map(|h| h.unwrap().transfer)
+        };
+        assert_eq!(te(b"gzip, chunked").unwrap(), Some(true));
+        assert_eq!(te(b"chunked, gzip").unwrap(), Some(false));
+        // Chunked here, and read to the close by hyper's client, which takes the field as
+        // text: refused.
+        assert!(te(b"k\x8c, chunked").is_err());
+        assert!(te(b"chunked\xff").is_err());
     }
 
     #[test]

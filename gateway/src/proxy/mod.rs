@@ -18,6 +18,10 @@
 
 pub mod balance;
 mod h1;
+/// gatehouse's own HTTP/1.1 client reading a response from bytes, for the fuzz target.
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub use h1::fuzzing as h1_fuzzing;
 pub mod headers;
 pub mod health;
 mod pool;
