@@ -268,23 +268,30 @@ fn accepted(m: &Message, response: &[u8], head_request: bool) {
     );
 }
 
-/// The reasons gatehouse refuses a response that hyper's client reads whole. Each is a
-/// place where gatehouse is stricter than hyper, on purpose.
-fn stricter(e: &str, response: &[u8]) -> bool {
+/// The reasons gatehouse may refuse a response that hyper's client reads whole, as
+/// `status`, `version` and `h`: each a place where gatehouse is stricter, on purpose.
+fn stricter(e: &str, response: &[u8], status: StatusCode, version: Version, h: &HeaderMap) -> bool {
+    let te = h.get_all(TRANSFER_ENCODING);
     match e {
         // RFC 9110 §15.2.2: a server must not switch protocols unasked; this client never
         // asks (upgrades go through hyper's), where hyper's hands the 101 on.
-        "101 to a request without Upgrade" => true,
+        "101 to a request without Upgrade" => status == StatusCode::SWITCHING_PROTOCOLS,
         // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing, even on
         // a response that has no body anyway (to a HEAD, a 204, a 304), which hyper takes.
-        "Transfer-Encoding in an HTTP/1.0 response" => true,
-        // RFC 9112 §6.1: codings are tokens. hyper's client, not seeing `chunked` in a
-        // field that is not text, reads such a body to the close.
-        "Transfer-Encoding not ASCII" => true,
+        "Transfer-Encoding in an HTTP/1.0 response" => {
+            version == Version::HTTP_10 && te.iter().next().is_some()
+        }
+        // RFC 9112 §6.1: codings are tokens. hyper's client, not seeing `chunked` in a field
+        // that is not text, reads such a body to the close. (gatehouse refuses it on a 1xx
+        // too, which hyper skips.)
+        "Transfer-Encoding not ASCII" => !response.is_ascii(),
         // RFC 9110 §8.6 lets a recipient take `Content-Length: 5, 5` (hyper does) or refuse
         // it; gatehouse wants plain digits, at most 19 of them (hyper takes leading zeros up
         // to u64::MAX).
-        "invalid Content-Length" => true,
+        "invalid Content-Length" => h.get_all(CONTENT_LENGTH).iter().any(|v| {
+            let v = v.as_bytes();
+            v.len() > 19 || !v.iter().all(u8::is_ascii_digit)
+        }),
         // RFC 9112 §7.1.1: an extension is tokens and quoted strings, with no control but
         // HTAB; hyper refuses only a CR or LF in one.
         "bad chunk-size line" => true,
@@ -307,9 +314,16 @@ fn stricter(e: &str, response: &[u8]) -> bool {
 }
 
 fn refused(e: &str, response: &[u8], head_request: bool) {
-    if let Hyper::Head { end: Ok(()), .. } = hyper(response, head_request) {
+    if let Hyper::Head {
+        status,
+        version,
+        headers,
+        end: Ok(()),
+        ..
+    } = hyper(response, head_request)
+    {
         assert!(
-            stricter(e, response),
+            stricter(e, response, status, version, &headers),
             "gatehouse refuses ({e}) a response hyper's client reads whole: {response:?}"
         );
     }
