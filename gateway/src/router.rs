@@ -73,6 +73,8 @@ struct PathRule {
     strict_paths: bool,
     /// A proxy: its upstream gets the target as received, and reads it in its own way.
     proxied: bool,
+    /// The prefix as a lenient reader compares it: decoded, in lower case.
+    loose: Box<str>,
 }
 
 impl PathRule {
@@ -83,11 +85,16 @@ impl PathRule {
         } else {
             path.trim_end_matches('/').into()
         };
+        let loose = percent_encoding::percent_decode_str(&prefix)
+            .decode_utf8_lossy()
+            .to_lowercase()
+            .into();
         PathRule {
             prefix,
             strip,
             strict_paths,
             proxied,
+            loose,
         }
     }
 
@@ -235,8 +242,9 @@ impl IpRules {
 struct Group {
     /// Longest prefix first.
     routes: Vec<RouteEntry>,
-    /// Some prefix has an upper-case letter: then even a lower-case path is read loosely.
-    upper_prefix: bool,
+    /// Some prefix reads otherwise loosely (upper case, an escape, a segment's trailing dot):
+    /// then even the longest route's path, or a plain path, is read loosely.
+    loose_prefixes: bool,
 }
 
 struct Table {
@@ -403,7 +411,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             group.routes.push(entry.clone());
         }
     }
-    let sort = |g: &mut Group| g.upper_prefix = order(&mut g.routes);
+    let sort = |g: &mut Group| g.loose_prefixes = order(&mut g.routes);
     sort(&mut any);
     exact.values_mut().for_each(sort);
     let mut wildcard: Vec<(Box<str>, Group)> = wildcard.into_iter().collect();
@@ -533,12 +541,14 @@ impl Ruled for RouteEntry {
 }
 
 /// Sorts a group's routes longest prefix first (stably: routes of one length keep the
-/// configuration's order); whether some prefix has an upper-case letter.
+/// configuration's order); whether some prefix reads otherwise loosely (see
+/// [`loosely_another_route`]).
 fn order<R: Ruled>(routes: &mut [R]) -> bool {
     routes.sort_by_key(|r| std::cmp::Reverse(r.rule().prefix.len()));
-    routes
-        .iter()
-        .any(|r| r.rule().prefix.bytes().any(|b| b.is_ascii_uppercase()))
+    routes.iter().any(|r| {
+        let rule = r.rule();
+        rule.loose != rule.prefix || trimmed(&rule.loose).is_some()
+    })
 }
 
 /// The first (so the longest) prefix of `routes` that `path` is under.
@@ -570,7 +580,7 @@ struct Decision {
     strip: usize,
 }
 
-/// The routing decision for a request target in a group of routes (`upper_prefix` as
+/// The routing decision for a request target in a group of routes (`loose_prefixes` as
 /// [`order`] tells): the route, and what to make of the target for it; or the status that
 /// refuses the target before any route.
 ///
@@ -581,8 +591,13 @@ struct Decision {
 /// however the upstream reads it, or the request is refused.
 ///
 /// A path in normal form (most are) allocates nothing here.
-fn decide<R: Ruled>(routes: &[R], upper_prefix: bool, uri: &Uri) -> Result<Decision, StatusCode> {
-    let normalized = if is_clean(uri.path()) {
+fn decide<R: Ruled>(routes: &[R], loose_prefixes: bool, uri: &Uri) -> Result<Decision, StatusCode> {
+    // An absolute-form target with an empty path (`http://a.test?q`, which `Uri::path`
+    // reads as `/`) goes on as `/?q` (RFC 9112 §3.2.1), never as `?q`.
+    let empty_path = uri
+        .path_and_query()
+        .is_some_and(|pq| pq.as_str().starts_with('?'));
+    let normalized = if is_clean(uri.path()) && !empty_path {
         None
     } else {
         Some(normalized_uri(uri).ok_or(StatusCode::BAD_REQUEST)?)
@@ -601,8 +616,8 @@ fn decide<R: Ruled>(routes: &[R], upper_prefix: bool, uri: &Uri) -> Result<Decis
     if rule.proxied {
         let raw = uri.path();
         d.refused = ambiguous(raw, rule.strict_paths)
-            || loosely_another_route(routes, upper_prefix, index, path);
-        if normalized.is_some() {
+            || loosely_another_route(routes, loose_prefixes, index, path);
+        if normalized.is_some() && !empty_path {
             // Sent as received, its prefix must be spelled plainly for the route to strip
             // it, and it may not climb out with dot segments (`/api/../admin` would match
             // /api here and be resolved by the upstream outside it), as the static files
@@ -710,7 +725,7 @@ impl GatewayRouter {
     {
         let table = self.table.load();
         let group = Self::group_of(&table, &req);
-        let d = match decide(&group.routes, group.upper_prefix, req.uri()) {
+        let d = match decide(&group.routes, group.loose_prefixes, req.uri()) {
             Ok(d) => d,
             Err(StatusCode::NOT_FOUND) => {
                 return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"))
@@ -938,6 +953,8 @@ fn has_dot_segment(path: &str) -> bool {
 /// than the one it was routed by:
 /// - an encoded slash or backslash that makes a dot segment once decoded (`..%2f`,
 ///   `%2f..`): routing resolved it, a backend that decodes `%2F` resolves it elsewhere;
+/// - a segment that is a dot segment once trimmed of white space (`..%20`, `%09.`): a
+///   backend that trims segments before resolving dots climbs where routing did not;
 /// - with `strict`, a `;` (Tomcat and Spring read `/admin;x/` as `/admin/`, and `..;` as
 ///   `..`) and double encoding (`%2561` is `%61`, then `a`, to a backend that decodes
 ///   twice).
@@ -959,54 +976,91 @@ fn ambiguous(raw: &str, strict: bool) -> bool {
         return true;
     }
     let decoded = percent_encoding::percent_decode(b).collect::<Vec<u8>>();
-    decoded
-        .split(|&c| c == b'/' || c == b'\\')
-        .any(|seg| seg == b"." || seg == b"..")
+    decoded.split(|&c| c == b'/' || c == b'\\').any(|seg| {
+        // Trimmed of white space, as some backends read a segment before resolving dots.
+        matches!(String::from_utf8_lossy(seg).trim(), "." | "..")
+    })
 }
 
-/// Whether a route listed before `index` in `routes` (a longer prefix) matches `path`
-/// (the normalised path that chose the route) when read as a lenient backend may read it:
-/// without case (Windows, IIS, some frameworks), with `%`-escapes decoded once more, and
-/// with the white space and trailing dots of each segment trimmed (`/admin%20/`,
-/// `/admin./`). Such a spelling of another route's path is refused rather than sent past
-/// that route's rules.
+/// Whether `path` (the normalised path that chose route `index` of `routes`), read as a
+/// lenient backend may read it, is another route's: with `%`-escapes decoded once more
+/// and without case (Windows, IIS, some frameworks); and so, with each segment trimmed of
+/// white space and trailing dots and the segments left empty dropped (`/admin%20/`,
+/// `/admin./`, `/%20/admin`). The reader's route is the longest prefix under which it
+/// reads the path (decoded and in lower case too), the first of equal ones as in routing.
+/// Such a spelling of another route's path is refused rather than sent past that route's
+/// rules; so is one read outside every route.
 fn loosely_another_route<R: Ruled>(
     routes: &[R],
-    upper_prefix: bool,
+    loose_prefixes: bool,
     index: usize,
     path: &str,
 ) -> bool {
-    if index == 0 {
+    if index == 0 && !loose_prefixes {
+        // The longest prefix, which every reading keeps: nothing longer can be read.
         return false;
     }
     let plain = !path
         .as_bytes()
         .iter()
         .any(|&b| b.is_ascii_uppercase() || b == b'%' || b == b'.' || b == b' ');
-    if plain && !upper_prefix {
+    if plain && !loose_prefixes {
+        // Read as it is: the route that chose it.
         return false;
     }
+    let read_as = |loose: &str| {
+        let mut read: Option<(usize, usize)> = None;
+        for (j, r) in routes.iter().enumerate() {
+            let p = &*r.rule().loose;
+            let under =
+                loose.starts_with(p) && matches!(loose.as_bytes().get(p.len()), None | Some(b'/'));
+            if under && read.is_none_or(|(_, len)| p.len() > len) {
+                read = Some((j, p.len()));
+            }
+        }
+        read.map(|(j, _)| j)
+    };
     let loose = loose_path(path);
-    routes[..index].iter().any(|r| {
-        let prefix = r.rule().prefix.to_ascii_lowercase();
-        loose.starts_with(&prefix)
-            && matches!(loose.as_bytes().get(prefix.len()), None | Some(b'/'))
-    })
+    if read_as(&loose) != Some(index) {
+        return true;
+    }
+    trimmed(&loose).is_some_and(|t| read_as(&t) != Some(index))
 }
 
-/// `path` as a lenient backend might read it: decoded, lower-case, each segment trimmed of
-/// white space and trailing dots.
+/// `path` as a lenient backend might read it: decoded, in lower case.
 fn loose_path(path: &str) -> String {
-    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
-    let mut out = String::with_capacity(decoded.len());
-    for (i, seg) in decoded.split('/').enumerate() {
-        if i > 0 {
-            out.push('/');
-        }
-        let seg = seg.trim_matches(|c: char| c.is_whitespace());
-        out.push_str(&seg.trim_end_matches(['.', ' ', '\t']).to_lowercase());
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8_lossy()
+        .to_lowercase()
+}
+
+/// A loose path as a backend that trims segments reads it: each segment without white
+/// space around it or dots after it, the empty ones dropped; `None` if that changes
+/// nothing.
+fn trimmed(loose: &str) -> Option<String> {
+    let trim = |s: &str| {
+        s.trim()
+            .trim_end_matches(|c: char| c == '.' || c.is_whitespace())
+            .len()
+    };
+    let untouched = !loose.contains("//") && loose.split('/').all(|s| trim(s) == s.len());
+    if untouched {
+        return None;
     }
-    out
+    let mut out = String::with_capacity(loose.len());
+    for seg in loose.split('/') {
+        let seg = seg
+            .trim()
+            .trim_end_matches(|c: char| c == '.' || c.is_whitespace());
+        if !seg.is_empty() {
+            out.push('/');
+            out.push_str(seg);
+        }
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Some(out)
 }
 
 /// `.` or `..`, each dot plain or `%2e`/`%2E`; no allocation, as it runs on every
@@ -1222,8 +1276,8 @@ pub(crate) mod fuzzing {
                 Indexed(rule, i)
             })
             .collect();
-        let upper_prefix = order(&mut rules);
-        let d = match decide(&rules, upper_prefix, &uri) {
+        let loose_prefixes = order(&mut rules);
+        let d = match decide(&rules, loose_prefixes, &uri) {
             Ok(d) => d,
             Err(status) => return Outcome::Refused(status.as_u16()),
         };
@@ -1396,13 +1450,133 @@ mod tests {
         }
     }
 
+    fn proxy(path: &str) -> super::fuzzing::Route<'_> {
+        super::fuzzing::Route {
+            path,
+            strip: false,
+            strict: true,
+            proxy: true,
+        }
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs: a backend that trims each segment of
+    /// white space before resolving dots reads `/api/x/..%20/admin/y` as `/api/admin/y`.
+    #[test]
+    fn dot_segments_padded_with_white_space_are_refused() {
+        use super::ambiguous;
+        use super::fuzzing::{route, Outcome};
+        for p in [
+            "/api/x/..%20/admin/y",
+            "/a/%09..%20/b",
+            "/a/.%C2%A0/b",
+            "/a/%20%2e%2e",
+        ] {
+            assert!(ambiguous(p, false), "{p}");
+        }
+        assert!(!ambiguous("/a/..x%20/b", true));
+        assert!(!ambiguous("/a/%20/b", true));
+        let routes = [proxy("/api"), proxy("/api/admin")];
+        assert_eq!(
+            route(&routes, "/api/x/..%20/admin/y"),
+            Outcome::Refused(400)
+        );
+        assert_eq!(
+            route(&routes, "/api/x/a%20b/y"),
+            Outcome::Forward {
+                route: 0,
+                target: "/api/x/a%20b/y".into()
+            }
+        );
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs: with routes `/admin.` and `/admin`,
+    /// `/admin./x` chose the longer one and was forwarded, and a backend that trims
+    /// trailing dots reads it as `/admin/x`, the shorter one's path. Only longer routes
+    /// were compared with the lenient reading.
+    #[test]
+    fn a_spelling_read_as_a_shorter_routes_path_is_refused() {
+        use super::fuzzing::{route, Outcome};
+        let routes = [proxy("/admin."), proxy("/admin")];
+        assert_eq!(route(&routes, "/admin./x"), Outcome::Refused(400));
+        assert_eq!(route(&routes, "/admin%2e/x"), Outcome::Refused(400));
+        assert_eq!(
+            route(&routes, "/admin/x."),
+            Outcome::Forward {
+                route: 1,
+                target: "/admin/x.".into()
+            }
+        );
+        // Two prefixes one without case: the first configured is the reader's, as routing's.
+        let routes = [proxy("/api"), proxy("/API")];
+        assert_eq!(route(&routes, "/API/x"), Outcome::Refused(400));
+        assert_eq!(
+            route(&routes, "/api/X"),
+            Outcome::Forward {
+                route: 0,
+                target: "/api/X".into()
+            }
+        );
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs, each read by a lenient backend as
+    /// another route's path: `/Admin%2E` is `/admin.` without case (only the reading that
+    /// also trims was compared, and it reads `/admin`); `/%20/%C2%A0x` is `/x` once its
+    /// segments are trimmed and the empty ones dropped.
+    #[test]
+    fn each_lenient_reading_must_choose_the_route() {
+        use super::fuzzing::{route, Outcome};
+        let routes = [proxy("/"), proxy("/admin.")];
+        assert_eq!(route(&routes, "/Admin%2E"), Outcome::Refused(400));
+        assert_eq!(route(&routes, "/Admin%2E/x"), Outcome::Refused(400));
+        let routes = [proxy("/"), proxy("/x")];
+        assert_eq!(route(&routes, "/%20/%C2%A0x"), Outcome::Refused(400));
+        assert_eq!(route(&routes, "/%20%2F%20x/y"), Outcome::Refused(400));
+        assert_eq!(
+            route(&routes, "/%20/y"),
+            Outcome::Forward {
+                route: 0,
+                target: "/%20/y".into()
+            }
+        );
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs: `http://a.test?q` has an empty path,
+    /// which `Uri::path` reads as `/`; it was forwarded as the request target `?q`.
+    #[test]
+    fn an_empty_path_is_forwarded_as_a_slash() {
+        use super::fuzzing::{route, Outcome};
+        let routes = [proxy("/")];
+        for (target, sent) in [
+            ("http://a.test?/admin", "/?/admin"),
+            ("http://a.test", "/"),
+            ("http://a.test/?q", "/?q"),
+        ] {
+            assert_eq!(
+                route(&routes, target),
+                Outcome::Forward {
+                    route: 0,
+                    target: sent.into()
+                },
+                "{target}"
+            );
+        }
+    }
+
     #[test]
     fn lenient_readings_fold_case_trim_and_decode() {
-        use super::loose_path;
-        assert_eq!(loose_path("/API/Admin%20/x"), "/api/admin/x");
-        assert_eq!(loose_path("/api/admin./x"), "/api/admin/x");
-        assert_eq!(loose_path("/api/%09admin%09"), "/api/admin");
-        assert_eq!(loose_path("/a/b.txt"), "/a/b.txt");
+        use super::{loose_path, trimmed};
+        let both = |p: &str| {
+            let l = loose_path(p);
+            trimmed(&l).unwrap_or(l)
+        };
+        assert_eq!(loose_path("/API/Admin%20/x"), "/api/admin /x");
+        assert_eq!(both("/API/Admin%20/x"), "/api/admin/x");
+        assert_eq!(both("/api/admin./x"), "/api/admin/x");
+        assert_eq!(both("/api/%09admin%09"), "/api/admin");
+        assert_eq!(both("/%20/%C2%A0x/"), "/x");
+        assert_eq!(trimmed("/a/b.txt"), None);
+        assert_eq!(trimmed("/a/b/"), None);
+        assert_eq!(trimmed("/"), None);
     }
 
     #[test]
