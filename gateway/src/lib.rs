@@ -14,3 +14,10 @@ pub mod static_files;
 pub mod tls;
 
 pub use server::{start, Handle};
+
+/// The routing decisions as functions of a request's target and `Host` alone, for the fuzz
+/// targets in `fuzz/`: the code the server runs, without a server.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::router::fuzzing::{host, route, Outcome, Route};
+}

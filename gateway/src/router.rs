@@ -60,8 +60,10 @@ type AuthFuture =
 type CompressedFuture = precompress::ResponseFuture<StaticFuture, GateBody, DefaultPredicate>;
 type ProxyCompressedFuture = precompress::ResponseFuture<ProxyFuture, GateBody, DefaultPredicate>;
 
+/// What the routing decision reads of a route: where it is mounted and how the path goes
+/// on to its Service.
 #[derive(Clone)]
-struct RouteEntry {
+struct PathRule {
     /// `""` for the root route, else `/segment[/segment…]` without a trailing slash.
     prefix: Box<str>,
     /// The prefix is taken off the path before the Service sees it (always for static
@@ -69,6 +71,55 @@ struct RouteEntry {
     strip: bool,
     /// A proxy's `strict_paths`: `;` and double encoding are refused.
     strict_paths: bool,
+    /// A proxy: its upstream gets the target as received, and reads it in its own way.
+    proxied: bool,
+    /// The prefix as a lenient reader compares it: decoded, in lower case.
+    loose: Box<str>,
+}
+
+impl PathRule {
+    /// The rule of a route configured at `path` (validated: starts with `/`).
+    fn new(path: &str, strip: bool, strict_paths: bool, proxied: bool) -> PathRule {
+        let prefix: Box<str> = if path == "/" {
+            "".into()
+        } else {
+            path.trim_end_matches('/').into()
+        };
+        let loose = percent_encoding::percent_decode_str(&prefix)
+            .decode_utf8_lossy()
+            .to_lowercase()
+            .into();
+        PathRule {
+            prefix,
+            strip,
+            strict_paths,
+            proxied,
+            loose,
+        }
+    }
+
+    /// Whether `path` is under the prefix, on whole segments.
+    fn matches(&self, path: &str) -> bool {
+        path.starts_with(&*self.prefix)
+            && matches!(path.as_bytes().get(self.prefix.len()), None | Some(b'/'))
+    }
+}
+
+/// A route as the routing decision sees it: the table's entries, and the bare rules of
+/// the fuzz targets.
+trait Ruled {
+    fn rule(&self) -> &PathRule;
+}
+
+impl Ruled for PathRule {
+    fn rule(&self) -> &PathRule {
+        self
+    }
+}
+
+#[derive(Clone)]
+struct RouteEntry {
+    rule: PathRule,
     svc: RouteService,
     log: Option<AccessLog>,
     access: Option<Arc<IpRules>>,
@@ -191,8 +242,9 @@ impl IpRules {
 struct Group {
     /// Longest prefix first.
     routes: Vec<RouteEntry>,
-    /// Some prefix has an upper-case letter: then even a lower-case path is read loosely.
-    upper_prefix: bool,
+    /// Some prefix reads otherwise loosely (upper case, an escape, a segment's trailing dot):
+    /// then even the longest route's path, or a plain path, is read loosely.
+    loose_prefixes: bool,
 }
 
 struct Table {
@@ -314,14 +366,17 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             files,
             variants,
         });
+        let proxied = matches!(
+            svc,
+            RouteService::Proxy(_) | RouteService::ProxyCompressed(_)
+        );
         let entry = RouteEntry {
-            prefix: if route.path == "/" {
-                "".into()
-            } else {
-                route.path.trim_end_matches('/').into()
-            },
-            strip: route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
-            strict_paths: route.proxy.as_ref().is_none_or(|p| p.strict_paths),
+            rule: PathRule::new(
+                &route.path,
+                route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
+                route.proxy.as_ref().is_none_or(|p| p.strict_paths),
+                proxied,
+            ),
             svc,
             log,
             access: route.access.as_ref().map(|a| Arc::new(IpRules::new(a))),
@@ -356,13 +411,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             group.routes.push(entry.clone());
         }
     }
-    let sort = |g: &mut Group| {
-        g.routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
-        g.upper_prefix = g
-            .routes
-            .iter()
-            .any(|r| r.prefix.bytes().any(|b| b.is_ascii_uppercase()));
-    };
+    let sort = |g: &mut Group| g.loose_prefixes = order(&mut g.routes);
     sort(&mut any);
     exact.values_mut().for_each(sort);
     let mut wildcard: Vec<(Box<str>, Group)> = wildcard.into_iter().collect();
@@ -485,17 +534,133 @@ fn static_service(
     Ok(files.with_cache(cache))
 }
 
+impl Ruled for RouteEntry {
+    fn rule(&self) -> &PathRule {
+        &self.rule
+    }
+}
+
+/// Sorts a group's routes longest prefix first (stably: routes of one length keep the
+/// configuration's order); whether some prefix reads otherwise loosely (see
+/// [`loosely_another_route`]).
+fn order<R: Ruled>(routes: &mut [R]) -> bool {
+    routes.sort_by_key(|r| std::cmp::Reverse(r.rule().prefix.len()));
+    routes.iter().any(|r| {
+        let rule = r.rule();
+        rule.loose != rule.prefix || trimmed(&rule.loose).is_some()
+    })
+}
+
+/// The first (so the longest) prefix of `routes` that `path` is under.
+fn select<R: Ruled>(routes: &[R], path: &str) -> Option<usize> {
+    routes.iter().position(|r| {
+        let rule = r.rule();
+        rule.prefix.is_empty() || rule.matches(path)
+    })
+}
+
+/// What routing makes of a request target, before the chosen route's own rules (access,
+/// rate, auth) run.
+struct Decision {
+    /// The route, by its place in the group.
+    index: usize,
+    /// The normalised target the route was chosen by, when the one received is not in
+    /// normal form.
+    normalized: Option<Uri>,
+    /// To be refused with 400 once the route's access and rate rules have run: a proxied
+    /// target the upstream may read as another route's path (see [`ambiguous`] and
+    /// [`loosely_another_route`]), or one it can't be sent as received.
+    refused: bool,
+    /// The route's Service gets the target as received rather than normalised: a proxy,
+    /// as from nginx's `proxy_pass` without a URI (`%2F` stays `%2F`).
+    as_received: bool,
+    /// A static route's prefix alone: redirected to it with a slash.
+    add_slash: bool,
+    /// How many bytes of the path, the route's prefix, the Service doesn't see.
+    strip: usize,
+}
+
+/// The routing decision for a request target in a group of routes (`loose_prefixes` as
+/// [`order`] tells): the route, and what to make of the target for it; or the status that
+/// refuses the target before any route.
+///
+/// Routes are chosen on the normalised path (decoded once, dot segments resolved, empty
+/// segments dropped), the one the static files resolve too: no spelling of a path
+/// (`//admin`, `/./admin`, `/x/../admin`, `/%61dmin`, `/admin%2Fx`) can reach a route's
+/// resource through another route. What an upstream is sent must choose the same route
+/// however the upstream reads it, or the request is refused.
+///
+/// A path in normal form (most are) allocates nothing here.
+fn decide<R: Ruled>(routes: &[R], loose_prefixes: bool, uri: &Uri) -> Result<Decision, StatusCode> {
+    // An absolute-form target with an empty path (`http://a.test?q`, which `Uri::path`
+    // reads as `/`) goes on as `/?q` (RFC 9112 §3.2.1), never as `?q`.
+    let empty_path = uri
+        .path_and_query()
+        .is_some_and(|pq| pq.as_str().starts_with('?'));
+    let normalized = if is_clean(uri.path()) && !empty_path {
+        None
+    } else {
+        Some(normalized_uri(uri).ok_or(StatusCode::BAD_REQUEST)?)
+    };
+    let path = normalized.as_ref().unwrap_or(uri).path();
+    let index = select(routes, path).ok_or(StatusCode::NOT_FOUND)?;
+    let rule = routes[index].rule();
+    let mut d = Decision {
+        index,
+        refused: false,
+        as_received: false,
+        add_slash: false,
+        strip: 0,
+        normalized: None,
+    };
+    if rule.proxied {
+        let raw = uri.path();
+        d.refused = ambiguous(raw, rule.strict_paths)
+            || loosely_another_route(routes, loose_prefixes, index, path);
+        if normalized.is_some() && !empty_path {
+            // Sent as received, its prefix must be spelled plainly for the route to strip
+            // it, and it may not climb out with dot segments (`/api/../admin` would match
+            // /api here and be resolved by the upstream outside it), as the static files
+            // refuse to climb out of their root. A path in normal form has neither.
+            d.refused |= has_dot_segment(raw) || (rule.strip && !rule.matches(raw));
+            d.as_received = true;
+        }
+    }
+    if !rule.prefix.is_empty() && rule.strip {
+        // The prefix alone names a static route's root directory: redirect to it with a
+        // slash, as for any directory, so that relative links in its index resolve.
+        d.add_slash = !rule.proxied && path.len() == rule.prefix.len();
+        d.strip = rule.prefix.len();
+    }
+    d.normalized = normalized;
+    Ok(d)
+}
+
+/// The host a request is routed by: the authority of an absolute-form or HTTP/2 request,
+/// else Host (the front has made them one, [`crate::server::front::Front::canonicalize`]).
+fn routing_host<B>(req: &Request<B>) -> &str {
+    req.uri()
+        .host()
+        .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok())
+        .unwrap_or("")
+}
+
+/// A host as the table knows it: without port or trailing dot, lower-case. Allocates only
+/// for an upper-case name.
+fn host_key(host: &str) -> std::borrow::Cow<'_, str> {
+    let host = strip_port(host);
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        host.to_ascii_lowercase().into()
+    } else {
+        host.into()
+    }
+}
+
 impl Table {
     fn group(&self, host: &str) -> &Group {
-        let host = strip_port(host);
-        let host = host.strip_suffix('.').unwrap_or(host);
-        let lowered;
-        let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
-            lowered = host.to_ascii_lowercase();
-            lowered.as_str()
-        } else {
-            host
-        };
+        let host = host_key(host);
+        let host = &*host;
         if let Some(g) = self.exact.get(host) {
             return g;
         }
@@ -524,25 +689,12 @@ impl GatewayRouter {
         Ok(())
     }
 
-    fn route<'t, B>(t: &'t Table, req: &Request<B>) -> Option<(&'t Group, usize)> {
-        let group = if t.by_host {
-            // The authority of an absolute-form or HTTP/2 request, else Host.
-            let host = req
-                .uri()
-                .host()
-                .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok())
-                .unwrap_or("");
-            t.group(host)
+    fn group_of<'t, B>(t: &'t Table, req: &Request<B>) -> &'t Group {
+        if t.by_host {
+            t.group(routing_host(req))
         } else {
             &t.any
-        };
-        let path = req.uri().path();
-        let i = group.routes.iter().position(|r| {
-            r.prefix.is_empty()
-                || (path.starts_with(&*r.prefix)
-                    && matches!(path.as_bytes().get(r.prefix.len()), None | Some(b'/')))
-        })?;
-        Some((group, i))
+        }
     }
 
     /// Routes `req`; sets `out.log` when the route has an access log, and `out.metrics`
@@ -572,24 +724,18 @@ impl GatewayRouter {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let table = self.table.load();
-        // Routes are chosen on the normalised path (decoded once, dot segments resolved,
-        // empty segments dropped), the one the static files resolve too: no spelling of a
-        // path (`//admin`, `/./admin`, `/x/../admin`, `/%61dmin`, `/admin%2Fx`) can reach
-        // a route's resource through another route.
-        let original = if is_clean(req.uri().path()) {
-            None
-        } else {
-            match normalized_uri(req.uri()) {
-                Some(uri) => Some(std::mem::replace(req.uri_mut(), uri)),
-                None => {
-                    return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"))
-                }
+        let group = Self::group_of(&table, &req);
+        let d = match decide(&group.routes, group.loose_prefixes, req.uri()) {
+            Ok(d) => d,
+            Err(StatusCode::NOT_FOUND) => {
+                return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"))
             }
+            Err(status) => return RouterFuture::ready(plain(status, "bad request\n")),
         };
-        let Some((group, index)) = Self::route(&table, &req) else {
-            return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"));
-        };
-        let route = &group.routes[index];
+        let original = d
+            .normalized
+            .map(|uri| std::mem::replace(req.uri_mut(), uri));
+        let route = &group.routes[d.index];
         if route.metrics.is_some() {
             out.metrics = route.metrics;
         }
@@ -614,30 +760,10 @@ impl GatewayRouter {
                 return RouterFuture::ready(res.map(GateBody::full));
             }
         }
-        let proxied = matches!(
-            route.svc,
-            RouteService::Proxy(_) | RouteService::ProxyCompressed(_)
-        );
-        if proxied {
-            // What the upstream is sent must choose this same route however the upstream
-            // reads it, or the request is refused: see `ambiguous`.
-            let raw = original.as_ref().map_or(req.uri().path(), |o| o.path());
-            if ambiguous(raw, route.strict_paths)
-                || loosely_another_route(group, index, req.uri().path())
-            {
-                return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
-            }
+        if d.refused {
+            return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
         }
-        if let (true, Some(o)) = (proxied, original) {
-            // An upstream gets the path as the client sent it, as from nginx's proxy_pass
-            // without a URI: `%2F` stays `%2F`. Its prefix must then be spelled plainly
-            // for the route to strip it, and it may not climb out with dot segments.
-            let p = o.path();
-            let plain_prefix = p.starts_with(&*route.prefix)
-                && matches!(p.as_bytes().get(route.prefix.len()), None | Some(b'/'));
-            if has_dot_segment(p) || (route.strip && !plain_prefix) {
-                return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
-            }
+        if let (true, Some(o)) = (d.as_received, original) {
             *req.uri_mut() = o;
         }
         if let Some(auth) = route
@@ -674,23 +800,11 @@ impl GatewayRouter {
                 }
             }
         }
-        if !route.prefix.is_empty() && route.strip {
-            // The prefix alone names a static route's root directory: redirect to it with
-            // a slash, as for any directory, so that relative links in its index resolve.
-            if req.uri().path().len() == route.prefix.len()
-                && matches!(
-                    route.svc,
-                    RouteService::Static(_) | RouteService::Compressed(_)
-                )
-            {
-                return RouterFuture::ready(add_slash(req.uri()));
-            }
-            strip_prefix(&mut req, route.prefix.len());
+        if d.add_slash {
+            return RouterFuture::ready(add_slash(req.uri()));
         }
-        if proxied && has_dot_segment(req.uri().path()) {
-            // `/api/../admin` would match /api here and be resolved by the upstream outside
-            // it: refused, as the static files refuse to climb out of their root.
-            return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
+        if d.strip > 0 {
+            strip_prefix(req.uri_mut(), d.strip);
         }
         let kind = match &route.svc {
             RouteService::Static(s) => Kind::Static { fut: s.serve(req) },
@@ -839,6 +953,8 @@ fn has_dot_segment(path: &str) -> bool {
 /// than the one it was routed by:
 /// - an encoded slash or backslash that makes a dot segment once decoded (`..%2f`,
 ///   `%2f..`): routing resolved it, a backend that decodes `%2F` resolves it elsewhere;
+/// - a segment that is a dot segment once trimmed of white space (`..%20`, `%09.`): a
+///   backend that trims segments before resolving dots climbs where routing did not;
 /// - with `strict`, a `;` (Tomcat and Spring read `/admin;x/` as `/admin/`, and `..;` as
 ///   `..`) and double encoding (`%2561` is `%61`, then `a`, to a backend that decodes
 ///   twice).
@@ -860,49 +976,91 @@ fn ambiguous(raw: &str, strict: bool) -> bool {
         return true;
     }
     let decoded = percent_encoding::percent_decode(b).collect::<Vec<u8>>();
-    decoded
-        .split(|&c| c == b'/' || c == b'\\')
-        .any(|seg| seg == b"." || seg == b"..")
+    decoded.split(|&c| c == b'/' || c == b'\\').any(|seg| {
+        // Trimmed of white space, as some backends read a segment before resolving dots.
+        matches!(String::from_utf8_lossy(seg).trim(), "." | "..")
+    })
 }
 
-/// Whether a route listed before `index` in `group` (a longer prefix) matches `path` (the
-/// normalised path that chose the route) when read as a lenient backend may read it:
-/// without case (Windows, IIS, some frameworks), with `%`-escapes decoded once more, and
-/// with the white space and trailing dots of each segment trimmed (`/admin%20/`,
-/// `/admin./`). Such a spelling of another route's path is refused rather than sent past
-/// that route's rules.
-fn loosely_another_route(group: &Group, index: usize, path: &str) -> bool {
-    if index == 0 {
+/// Whether `path` (the normalised path that chose route `index` of `routes`), read as a
+/// lenient backend may read it, is another route's: with `%`-escapes decoded once more
+/// and without case (Windows, IIS, some frameworks); and so, with each segment trimmed of
+/// white space and trailing dots and the segments left empty dropped (`/admin%20/`,
+/// `/admin./`, `/%20/admin`). The reader's route is the longest prefix under which it
+/// reads the path (decoded and in lower case too), the first of equal ones as in routing.
+/// Such a spelling of another route's path is refused rather than sent past that route's
+/// rules; so is one read outside every route.
+fn loosely_another_route<R: Ruled>(
+    routes: &[R],
+    loose_prefixes: bool,
+    index: usize,
+    path: &str,
+) -> bool {
+    if index == 0 && !loose_prefixes {
+        // The longest prefix, which every reading keeps: nothing longer can be read.
         return false;
     }
     let plain = !path
         .as_bytes()
         .iter()
         .any(|&b| b.is_ascii_uppercase() || b == b'%' || b == b'.' || b == b' ');
-    if plain && !group.upper_prefix {
+    if plain && !loose_prefixes {
+        // Read as it is: the route that chose it.
         return false;
     }
+    let read_as = |loose: &str| {
+        let mut read: Option<(usize, usize)> = None;
+        for (j, r) in routes.iter().enumerate() {
+            let p = &*r.rule().loose;
+            let under =
+                loose.starts_with(p) && matches!(loose.as_bytes().get(p.len()), None | Some(b'/'));
+            if under && read.is_none_or(|(_, len)| p.len() > len) {
+                read = Some((j, p.len()));
+            }
+        }
+        read.map(|(j, _)| j)
+    };
     let loose = loose_path(path);
-    group.routes[..index].iter().any(|r| {
-        let prefix = r.prefix.to_ascii_lowercase();
-        loose.starts_with(&prefix)
-            && matches!(loose.as_bytes().get(prefix.len()), None | Some(b'/'))
-    })
+    if read_as(&loose) != Some(index) {
+        return true;
+    }
+    trimmed(&loose).is_some_and(|t| read_as(&t) != Some(index))
 }
 
-/// `path` as a lenient backend might read it: decoded, lower-case, each segment trimmed of
-/// white space and trailing dots.
+/// `path` as a lenient backend might read it: decoded, in lower case.
 fn loose_path(path: &str) -> String {
-    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
-    let mut out = String::with_capacity(decoded.len());
-    for (i, seg) in decoded.split('/').enumerate() {
-        if i > 0 {
-            out.push('/');
-        }
-        let seg = seg.trim_matches(|c: char| c.is_whitespace());
-        out.push_str(&seg.trim_end_matches(['.', ' ', '\t']).to_lowercase());
+    percent_encoding::percent_decode_str(path)
+        .decode_utf8_lossy()
+        .to_lowercase()
+}
+
+/// A loose path as a backend that trims segments reads it: each segment without white
+/// space around it or dots after it, the empty ones dropped; `None` if that changes
+/// nothing.
+fn trimmed(loose: &str) -> Option<String> {
+    let trim = |s: &str| {
+        s.trim()
+            .trim_end_matches(|c: char| c == '.' || c.is_whitespace())
+            .len()
+    };
+    let untouched = !loose.contains("//") && loose.split('/').all(|s| trim(s) == s.len());
+    if untouched {
+        return None;
     }
-    out
+    let mut out = String::with_capacity(loose.len());
+    for seg in loose.split('/') {
+        let seg = seg
+            .trim()
+            .trim_end_matches(|c: char| c == '.' || c.is_whitespace());
+        if !seg.is_empty() {
+            out.push('/');
+            out.push_str(seg);
+        }
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Some(out)
 }
 
 /// `.` or `..`, each dot plain or `%2e`/`%2E`; no allocation, as it runs on every
@@ -925,8 +1083,7 @@ fn is_dot_segment(seg: &[u8]) -> bool {
 }
 
 /// Removes the first `n` bytes of the path (a route prefix), keeping the query.
-fn strip_prefix<B>(req: &mut Request<B>, n: usize) {
-    let uri = req.uri();
+fn strip_prefix(uri: &mut Uri, n: usize) {
     let rest = &uri.path()[n..];
     let mut pq = String::with_capacity(rest.len() + 1 + uri.query().map_or(0, |q| q.len() + 1));
     if !rest.starts_with('/') {
@@ -941,7 +1098,7 @@ fn strip_prefix<B>(req: &mut Request<B>, n: usize) {
         let mut parts = uri.clone().into_parts();
         parts.path_and_query = Some(pq);
         if let Ok(new) = Uri::from_parts(parts) {
-            *req.uri_mut() = new;
+            *uri = new;
         }
     }
 }
@@ -1067,6 +1224,115 @@ where
     }
 }
 
+/// The routing decision over a bare route table, for the fuzz targets (`fuzz/`, through
+/// [`crate::fuzzing`]): the functions [`GatewayRouter`] runs, with no server around them.
+pub(crate) mod fuzzing {
+    use super::{decide, host_key, order, routing_host, strip_prefix, PathRule, Ruled};
+    use http::{Request, Uri};
+
+    /// A route: its configured `path`, its proxy's `strip_prefix` and `strict_paths`, and
+    /// whether it is a proxy (else static files, which always strip their prefix).
+    pub struct Route<'a> {
+        pub path: &'a str,
+        pub strip: bool,
+        pub strict: bool,
+        pub proxy: bool,
+    }
+
+    /// What becomes of a request target.
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Outcome {
+        /// Refused with this status.
+        Refused(u16),
+        /// A static route's prefix alone: redirected to it with a slash.
+        Redirect { route: usize },
+        /// Route `route` (its place in the list given) takes the request, and its Service
+        /// gets the path and query `target`.
+        Forward { route: usize, target: String },
+    }
+
+    struct Indexed(PathRule, usize);
+
+    impl Ruled for Indexed {
+        fn rule(&self) -> &PathRule {
+            &self.0
+        }
+    }
+
+    /// What routing among `routes` (the configuration's order) makes of the request
+    /// target `target`, as `dispatch` does it, the route's own rules (access, rate,
+    /// auth) aside.
+    pub fn route(routes: &[Route<'_>], target: &str) -> Outcome {
+        // hyper answers 400 to a target that doesn't parse.
+        let Ok(uri) = target.parse::<Uri>() else {
+            return Outcome::Refused(400);
+        };
+        let mut rules: Vec<Indexed> = routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let rule =
+                    PathRule::new(r.path, r.strip || !r.proxy, r.strict || !r.proxy, r.proxy);
+                Indexed(rule, i)
+            })
+            .collect();
+        let loose_prefixes = order(&mut rules);
+        let d = match decide(&rules, loose_prefixes, &uri) {
+            Ok(d) => d,
+            Err(status) => return Outcome::Refused(status.as_u16()),
+        };
+        let route = rules[d.index].1;
+        if d.refused {
+            return Outcome::Refused(400);
+        }
+        let mut uri = match d.normalized {
+            Some(n) if !d.as_received => n,
+            _ => uri,
+        };
+        if d.add_slash {
+            return Outcome::Redirect { route };
+        }
+        if d.strip > 0 {
+            strip_prefix(&mut uri, d.strip);
+        }
+        let target = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        Outcome::Forward { route, target }
+    }
+
+    /// What the front makes of a request's target and `Host` fields (an HTTP/2 one with
+    /// `h2`): the host the route table is searched by and the `Host` the upstream gets;
+    /// or the status that refuses the request.
+    pub fn host(h2: bool, target: &str, hosts: &[&[u8]]) -> Result<(String, Option<String>), u16> {
+        let Ok(uri) = target.parse::<Uri>() else {
+            return Err(400);
+        };
+        let mut req = Request::new(());
+        *req.uri_mut() = uri;
+        *req.version_mut() = if h2 {
+            http::Version::HTTP_2
+        } else {
+            http::Version::HTTP_11
+        };
+        for h in hosts {
+            // hyper refuses a field value with a control character.
+            let Ok(v) = http::HeaderValue::from_bytes(h) else {
+                return Err(400);
+            };
+            req.headers_mut().append(http::header::HOST, v);
+        }
+        let front = crate::server::front::Front::default();
+        if let Some(res) = front.canonicalize(&mut req) {
+            return Err(res.status().as_u16());
+        }
+        let key = host_key(routing_host(&req)).into_owned();
+        let sent = req
+            .headers()
+            .get(http::header::HOST)
+            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned());
+        Ok((key, sent))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::strip_port;
@@ -1184,13 +1450,133 @@ mod tests {
         }
     }
 
+    fn proxy(path: &str) -> super::fuzzing::Route<'_> {
+        super::fuzzing::Route {
+            path,
+            strip: false,
+            strict: true,
+            proxy: true,
+        }
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs: a backend that trims each segment of
+    /// white space before resolving dots reads `/api/x/..%20/admin/y` as `/api/admin/y`.
+    #[test]
+    fn dot_segments_padded_with_white_space_are_refused() {
+        use super::ambiguous;
+        use super::fuzzing::{route, Outcome};
+        for p in [
+            "/api/x/..%20/admin/y",
+            "/a/%09..%20/b",
+            "/a/.%C2%A0/b",
+            "/a/%20%2e%2e",
+        ] {
+            assert!(ambiguous(p, false), "{p}");
+        }
+        assert!(!ambiguous("/a/..x%20/b", true));
+        assert!(!ambiguous("/a/%20/b", true));
+        let routes = [proxy("/api"), proxy("/api/admin")];
+        assert_eq!(
+            route(&routes, "/api/x/..%20/admin/y"),
+            Outcome::Refused(400)
+        );
+        assert_eq!(
+            route(&routes, "/api/x/a%20b/y"),
+            Outcome::Forward {
+                route: 0,
+                target: "/api/x/a%20b/y".into()
+            }
+        );
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs: with routes `/admin.` and `/admin`,
+    /// `/admin./x` chose the longer one and was forwarded, and a backend that trims
+    /// trailing dots reads it as `/admin/x`, the shorter one's path. Only longer routes
+    /// were compared with the lenient reading.
+    #[test]
+    fn a_spelling_read_as_a_shorter_routes_path_is_refused() {
+        use super::fuzzing::{route, Outcome};
+        let routes = [proxy("/admin."), proxy("/admin")];
+        assert_eq!(route(&routes, "/admin./x"), Outcome::Refused(400));
+        assert_eq!(route(&routes, "/admin%2e/x"), Outcome::Refused(400));
+        assert_eq!(
+            route(&routes, "/admin/x."),
+            Outcome::Forward {
+                route: 1,
+                target: "/admin/x.".into()
+            }
+        );
+        // Two prefixes one without case: the first configured is the reader's, as routing's.
+        let routes = [proxy("/api"), proxy("/API")];
+        assert_eq!(route(&routes, "/API/x"), Outcome::Refused(400));
+        assert_eq!(
+            route(&routes, "/api/X"),
+            Outcome::Forward {
+                route: 0,
+                target: "/api/X".into()
+            }
+        );
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs, each read by a lenient backend as
+    /// another route's path: `/Admin%2E` is `/admin.` without case (only the reading that
+    /// also trims was compared, and it reads `/admin`); `/%20/%C2%A0x` is `/x` once its
+    /// segments are trimmed and the empty ones dropped.
+    #[test]
+    fn each_lenient_reading_must_choose_the_route() {
+        use super::fuzzing::{route, Outcome};
+        let routes = [proxy("/"), proxy("/admin.")];
+        assert_eq!(route(&routes, "/Admin%2E"), Outcome::Refused(400));
+        assert_eq!(route(&routes, "/Admin%2E/x"), Outcome::Refused(400));
+        let routes = [proxy("/"), proxy("/x")];
+        assert_eq!(route(&routes, "/%20/%C2%A0x"), Outcome::Refused(400));
+        assert_eq!(route(&routes, "/%20%2F%20x/y"), Outcome::Refused(400));
+        assert_eq!(
+            route(&routes, "/%20/y"),
+            Outcome::Forward {
+                route: 0,
+                target: "/%20/y".into()
+            }
+        );
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs: `http://a.test?q` has an empty path,
+    /// which `Uri::path` reads as `/`; it was forwarded as the request target `?q`.
+    #[test]
+    fn an_empty_path_is_forwarded_as_a_slash() {
+        use super::fuzzing::{route, Outcome};
+        let routes = [proxy("/")];
+        for (target, sent) in [
+            ("http://a.test?/admin", "/?/admin"),
+            ("http://a.test", "/"),
+            ("http://a.test/?q", "/?q"),
+        ] {
+            assert_eq!(
+                route(&routes, target),
+                Outcome::Forward {
+                    route: 0,
+                    target: sent.into()
+                },
+                "{target}"
+            );
+        }
+    }
+
     #[test]
     fn lenient_readings_fold_case_trim_and_decode() {
-        use super::loose_path;
-        assert_eq!(loose_path("/API/Admin%20/x"), "/api/admin/x");
-        assert_eq!(loose_path("/api/admin./x"), "/api/admin/x");
-        assert_eq!(loose_path("/api/%09admin%09"), "/api/admin");
-        assert_eq!(loose_path("/a/b.txt"), "/a/b.txt");
+        use super::{loose_path, trimmed};
+        let both = |p: &str| {
+            let l = loose_path(p);
+            trimmed(&l).unwrap_or(l)
+        };
+        assert_eq!(loose_path("/API/Admin%20/x"), "/api/admin /x");
+        assert_eq!(both("/API/Admin%20/x"), "/api/admin/x");
+        assert_eq!(both("/api/admin./x"), "/api/admin/x");
+        assert_eq!(both("/api/%09admin%09"), "/api/admin");
+        assert_eq!(both("/%20/%C2%A0x/"), "/x");
+        assert_eq!(trimmed("/a/b.txt"), None);
+        assert_eq!(trimmed("/a/b/"), None);
+        assert_eq!(trimmed("/"), None);
     }
 
     #[test]

@@ -111,14 +111,27 @@ fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
     if hosts > 1 {
         return bad("bad request: Host\n");
     }
+    // Even beside an authority: a Host that stays is forwarded.
+    if req
+        .headers()
+        .get(HOST)
+        .is_some_and(|h| !valid_host(h.as_bytes()))
+    {
+        return bad("bad request: Host\n");
+    }
     if let Some(authority) = req.uri().authority() {
         if !valid_host(authority.as_str().as_bytes()) {
             return bad("bad request: authority\n");
         }
+        let default_port = match req.uri().scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        };
         let same = req
             .headers()
             .get(HOST)
-            .map(|h| same_authority(h.as_bytes(), authority.as_str().as_bytes()));
+            .map(|h| same_authority(h.as_bytes(), authority.as_str().as_bytes(), default_port));
         match same {
             Some(true) => {}
             // RFC 9113 §8.3.1: a request whose `host` and `:authority` differ is malformed.
@@ -134,26 +147,30 @@ fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
         }
         return None;
     }
-    match req.headers().get(HOST) {
-        Some(h) if !valid_host(h.as_bytes()) => bad("bad request: Host\n"),
-        _ => None,
-    }
+    None
 }
 
-/// Whether two valid authorities name one host: the same name (case aside), and the same
-/// port where both give one (`a.test` and `a.test:443` over TLS are one origin).
-fn same_authority(a: &[u8], b: &[u8]) -> bool {
-    let split = |h: &[u8]| -> (usize, usize) {
+/// Whether two valid authorities ([`valid_host`]) name one origin after RFC 3986 §6.2.3's
+/// scheme-based normalisation: the same name (case aside) and the same port, a missing
+/// one being the scheme's `default_port` (`a.test` and `a.test:443` over TLS are one
+/// origin; `a.test` and `a.test:8443` are not).
+fn same_authority(a: &[u8], b: &[u8], default_port: Option<u16>) -> bool {
+    let split = |h: &[u8]| -> (usize, Option<u16>) {
         let after = if h.first() == Some(&b'[') {
             h.iter().position(|&b| b == b']').map_or(0, |i| i + 1)
         } else {
             0
         };
-        let colon = h[after..].iter().position(|&b| b == b':');
-        colon.map_or((h.len(), h.len()), |i| (after + i, after + i + 1))
+        match h[after..].iter().position(|&b| b == b':') {
+            None => (h.len(), default_port),
+            Some(i) => {
+                let digits = std::str::from_utf8(&h[after + i + 1..]).ok();
+                (after + i, digits.and_then(|d| d.parse().ok()))
+            }
+        }
     };
     let ((ae, ap), (be, bp)) = (split(a), split(b));
-    a[..ae].eq_ignore_ascii_case(&b[..be]) && (ap == a.len() || bp == b.len() || a[ap..] == b[bp..])
+    a[..ae].eq_ignore_ascii_case(&b[..be]) && ap.is_some() && ap == bp
 }
 
 /// Whether a `Host` value (or an authority) is `host[:port]` (RFC 9110 §7.2, RFC 3986
@@ -312,11 +329,49 @@ mod tests {
 
     #[test]
     fn authorities_compare_by_host_and_port() {
-        assert!(same_authority(b"A.test", b"a.test"));
-        assert!(same_authority(b"a.test:443", b"a.test"));
-        assert!(same_authority(b"[::1]:80", b"[::1]"));
-        assert!(!same_authority(b"a.test:443", b"a.test:8443"));
-        assert!(!same_authority(b"secure.local", b"127.0.0.1"));
+        let (http, https) = (Some(80), Some(443));
+        assert!(same_authority(b"A.test", b"a.test", http));
+        assert!(same_authority(b"a.test:443", b"a.test", https));
+        assert!(same_authority(b"[::1]:80", b"[::1]", http));
+        assert!(same_authority(b"a.test:080", b"a.test:80", None));
+        assert!(!same_authority(b"a.test:443", b"a.test:8443", https));
+        assert!(!same_authority(b"secure.local", b"127.0.0.1", http));
+        // Found by fuzz/fuzz_targets/route_forward.rs: a port on one side only is the
+        // scheme's default or another origin.
+        assert!(!same_authority(b"a.test:8080", b"a.test", http));
+        assert!(!same_authority(b"a.test", b"a.test:443", http));
+        assert!(!same_authority(b"a.test", b"a.test:80", None));
+    }
+
+    /// Found by fuzz/fuzz_targets/route_forward.rs: beside an absolute-form target's
+    /// authority, a `Host` outside the grammar was kept, and forwarded, when its name and
+    /// the authority's agreed (`a.test:` and `a.test:x@evil.test` with `http://a.test/`).
+    #[test]
+    fn a_host_beside_an_authority_follows_the_grammar_too() {
+        let f = Front::default();
+        for host in ["a.test:", "a.test:x@evil.test", "a.test:80/x"] {
+            for version in [http::Version::HTTP_11, http::Version::HTTP_2] {
+                let mut r = req("http://a.test/x", Some(host));
+                *r.version_mut() = version;
+                assert_eq!(
+                    f.canonicalize(&mut r).map(|r| r.status()),
+                    Some(StatusCode::BAD_REQUEST),
+                    "{host} {version:?}"
+                );
+            }
+        }
+        // And a port on one side only: HTTP/1.1 takes the authority, HTTP/2 refuses.
+        let mut r = req("http://a.test/x", Some("a.test:8080"));
+        *r.version_mut() = http::Version::HTTP_11;
+        assert!(f.canonicalize(&mut r).is_none());
+        assert_eq!(r.headers().get(HOST).unwrap(), "a.test");
+        *r.version_mut() = http::Version::HTTP_2;
+        r.headers_mut()
+            .insert(HOST, HeaderValue::from_static("a.test:8080"));
+        assert_eq!(
+            f.canonicalize(&mut r).map(|r| r.status()),
+            Some(StatusCode::BAD_REQUEST)
+        );
     }
 
     #[test]
