@@ -43,9 +43,14 @@ def literal(index, value):
     return bytes([index, len(v)]) + v
 
 
-def get_block(path, authority, tls):
+def get_block(path, authority, tls, headers=()):
     # :method GET (2), :scheme https (7) or http (6) from the static table.
-    return bytes([0x82, 0x87 if tls else 0x86]) + literal(4, path) + literal(1, authority)
+    b = bytes([0x82, 0x87 if tls else 0x86]) + literal(4, path) + literal(1, authority)
+    for name, value in headers:
+        # §6.2.2 with a new name.
+        n, v = name.lower().encode(), value.encode()
+        b += bytes([0, len(n)]) + n + bytes([len(v)]) + v
+    return b
 
 
 def rss_kib(pids):
@@ -100,7 +105,7 @@ class Conn:
         self.alive = True
         settings = struct.pack(">HI", SETTINGS_ENABLE_PUSH, 0) + struct.pack(">HI", SETTINGS_INITIAL_WINDOW_SIZE, 0)
         out = [PREFACE, frame(SETTINGS, 0, 0, settings)]
-        block = get_block(a.path, a.authority, a.tls)
+        block = get_block(a.path, a.authority, a.tls, [h.split(":", 1) for h in a.header])
         for i in range(a.streams):
             sid = 1 + 2 * i
             self.open_streams.add(sid)
@@ -170,6 +175,7 @@ async def main():
     p.add_argument("--duration", type=float, default=15.0)
     p.add_argument("--pid", required=True, help="the server's processes, comma-separated")
     p.add_argument("--rss-cap", type=int, default=2048, help="MiB: stop early past this")
+    p.add_argument("--header", action="append", default=[], help="name:value, sent with each GET")
     a = p.parse_args()
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit("loopback only")
