@@ -133,7 +133,8 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(f"HTTP/2 over TLS, {sys.argv[2]} GETs of a 64 MiB file per connection with "
       f"SETTINGS_INITIAL_WINDOW_SIZE = 0, {sys.argv[3]} s per case; peak RSS summed over the "
-      "server's processes (MiB).\n")
+      "server's processes (MiB). nginx refuses the streams past its 128th on a connection "
+      "(RST_STREAM REFUSED_STREAM, counted as reset).\n")
 print("| server | connections | mode | RSS before | peak RSS | growth | answered | reset by server | conns closed by server |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
 for r in rows:
