@@ -297,6 +297,12 @@ pub struct Limits {
     /// Client connections open at once, over all listeners; one more is closed as soon
     /// as it is accepted (and counted in the log). 0: no limit.
     pub max_connections: usize,
+    /// HTTP/2: response bytes one connection may hold read but not yet sent, over all its
+    /// streams (what waits on the client's flow-control window, RFC 9113 §5.2). A stream
+    /// reads its next chunk (256 KiB of a file) once there is room for it. At least 65536.
+    pub h2_send_buffer: usize,
+    /// The same over all HTTP/2 connections of the server; at least `h2_send_buffer`.
+    pub h2_send_buffer_total: usize,
 }
 
 impl Default for Limits {
@@ -306,6 +312,8 @@ impl Default for Limits {
             max_headers: 100,
             max_uri_bytes: 8 * 1024,
             max_connections: 65_536,
+            h2_send_buffer: 1024 * 1024,
+            h2_send_buffer_total: 64 * 1024 * 1024,
         }
     }
 }

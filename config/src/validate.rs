@@ -47,6 +47,7 @@ pub(crate) fn normalise_and_validate(
     if config.limits.max_headers == 0 {
         c.err("limits.max_headers", "must be at least 1");
     }
+    check_h2_send_buffer(&mut c, &config.limits);
     for (key, d) in [
         ("timeouts.header_read", config.timeouts.header_read),
         ("timeouts.keep_alive", config.timeouts.keep_alive),
@@ -501,6 +502,22 @@ fn check_host(host: &str) -> Result<(), String> {
         return Err(format!("{host:?} is not a valid host name"));
     }
     Ok(())
+}
+
+/// A proxied body is read 64 KiB at a time, and a grant is counted in u32.
+fn check_h2_send_buffer(c: &mut Collector, l: &crate::schema::Limits) {
+    const MAX: usize = u32::MAX as usize;
+    if !(65_536..=MAX).contains(&l.h2_send_buffer) {
+        c.err(
+            "limits.h2_send_buffer",
+            format!("must be from 65536 to {MAX} bytes"),
+        );
+    } else if l.h2_send_buffer_total < l.h2_send_buffer {
+        c.err(
+            "limits.h2_send_buffer_total",
+            "must be at least limits.h2_send_buffer",
+        );
+    }
 }
 
 fn check_tls(c: &mut Collector, config: &mut Config) {

@@ -428,5 +428,35 @@ fn an_admin_token_can_come_from_the_environment() {
             assert_eq!(c.admin_token_resolved.unwrap().expose(), token);
             Ok(())
         });
+}
+
+#[test]
+fn h2_send_buffers_are_checked() {
+    let c = load("").unwrap();
+    assert_eq!(c.limits.h2_send_buffer, 1024 * 1024);
+    assert_eq!(c.limits.h2_send_buffer_total, 64 * 1024 * 1024);
+    let c = load("[limits]\nh2_send_buffer = 65536\nh2_send_buffer_total = 65536\n").unwrap();
+    assert_eq!(c.limits.h2_send_buffer, 65536);
+    for (tables, key, why) in [
+        (
+            "h2_send_buffer = 16384",
+            "limits.h2_send_buffer",
+            "from 65536",
+        ),
+        (
+            "h2_send_buffer = 8589934592",
+            "limits.h2_send_buffer",
+            "from 65536",
+        ),
+        (
+            "h2_send_buffer = 2097152\nh2_send_buffer_total = 1048576",
+            "limits.h2_send_buffer_total",
+            "at least limits.h2_send_buffer",
+        ),
+    ] {
+        let e = load(&format!("[limits]\n{tables}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key) && e.contains(why), "{key} / {why} in: {e}");
     }
 }

@@ -253,3 +253,349 @@ fn continuation_flood_is_cut_off_at_the_header_limit() {
     assert!(rss < rss0 + 32 * 1024, "RSS grew from {rss0} to {rss} KiB");
     others_served(g.addr);
 }
+
+// --- Flow control (issue 28): what a client that opens no window can make the server hold.
+
+const DATA: u8 = 0x0;
+const WINDOW_UPDATE: u8 = 0x8;
+const ACK: u8 = 0x1;
+
+/// A GET of `path` (RFC 7541): :method GET, :scheme http, then :path and :authority as
+/// literals without indexing.
+fn get_path_block(path: &str) -> Vec<u8> {
+    let mut b = vec![0x82, 0x86, 0x04, path.len() as u8];
+    b.extend_from_slice(path.as_bytes());
+    b.extend_from_slice(&[0x01, 0x04]);
+    b.extend_from_slice(b"test");
+    b
+}
+
+#[derive(Default, Debug)]
+struct StreamSeen {
+    headers: bool,
+    data: u64,
+    ended: bool,
+    reset: Option<(u32, Instant)>,
+}
+
+#[derive(Default, Debug)]
+struct Flow {
+    streams: std::collections::HashMap<u32, StreamSeen>,
+    goaway: Option<u32>,
+    closed: bool,
+}
+
+/// An h2c client that sets its streams' initial window (RFC 9113 §6.5.2) and keeps what
+/// each stream got; with `refill` its reader gives the connection back the window each
+/// DATA frame took (§6.9), so that only the streams' own windows hold data back.
+struct FlowClient {
+    w: Arc<Mutex<TcpStream>>,
+    seen: Arc<Mutex<Flow>>,
+}
+
+impl FlowClient {
+    fn open(addr: SocketAddr, window: u32, refill: bool) -> FlowClient {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_nodelay(true).expect("nodelay");
+        let mut settings = vec![0, 4];
+        settings.extend_from_slice(&window.to_be_bytes());
+        let w = Arc::new(Mutex::new(s.try_clone().expect("clone")));
+        {
+            let mut w = w.lock().expect("lock");
+            w.write_all(PREFACE).expect("preface");
+            w.write_all(&frame(SETTINGS, 0, 0, &settings))
+                .expect("settings");
+        }
+        let seen = Arc::new(Mutex::new(Flow::default()));
+        let (mut r, seen2, w2) = (s, seen.clone(), w.clone());
+        std::thread::spawn(move || {
+            let mut head = [0u8; 9];
+            let mut payload = vec![0u8; 1 << 24];
+            loop {
+                if r.read_exact(&mut head).is_err() {
+                    break;
+                }
+                let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+                if r.read_exact(&mut payload[..len]).is_err() {
+                    break;
+                }
+                let (kind, flags) = (head[3], head[4]);
+                let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+                let reply = match kind {
+                    SETTINGS if flags & ACK == 0 => Some(frame(SETTINGS, ACK, 0, &[])),
+                    PING if flags & ACK == 0 => Some(frame(PING, ACK, 0, &payload[..len])),
+                    DATA if refill && len > 0 => {
+                        Some(frame(WINDOW_UPDATE, 0, 0, &(len as u32).to_be_bytes()))
+                    }
+                    _ => None,
+                };
+                if let Some(f) = reply {
+                    let _ = w2.lock().expect("lock").write_all(&f);
+                }
+                let mut g = seen2.lock().expect("lock");
+                match kind {
+                    GOAWAY if len >= 8 => {
+                        g.goaway = Some(u32::from_be_bytes([
+                            payload[4], payload[5], payload[6], payload[7],
+                        ]))
+                    }
+                    HEADERS | DATA | RST_STREAM if id != 0 => {
+                        let st = g.streams.entry(id).or_default();
+                        match kind {
+                            HEADERS => st.headers = true,
+                            DATA => st.data += len as u64,
+                            _ => {
+                                let code = u32::from_be_bytes([
+                                    payload[0], payload[1], payload[2], payload[3],
+                                ]);
+                                st.reset = Some((code, Instant::now()));
+                            }
+                        }
+                        if kind != RST_STREAM && flags & END_STREAM != 0 {
+                            st.ended = true;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            seen2.lock().expect("lock").closed = true;
+        });
+        FlowClient { w, seen }
+    }
+
+    fn send(&self, f: &[u8]) {
+        let _ = self.w.lock().expect("lock").write_all(f);
+    }
+
+    fn get(&self, stream: u32, path: &str) {
+        self.send(&frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            stream,
+            &get_path_block(path),
+        ));
+    }
+
+    fn grant(&self, stream: u32, n: u32) {
+        self.send(&frame(WINDOW_UPDATE, 0, stream, &n.to_be_bytes()));
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&Flow) -> R) -> R {
+        f(&self.seen.lock().expect("lock"))
+    }
+}
+
+fn wait_for(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
+
+const BIG: usize = 32 * 1024 * 1024;
+
+/// The fixture site with a 32 MiB file, `big.bin`.
+fn site_with_big_file() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("site");
+    common::copy_dir(&common::fixtures().join("site"), &root);
+    let data: Vec<u8> = (0..BIG).map(|i| (i % 251) as u8).collect();
+    std::fs::write(root.join("big.bin"), data).expect("big.bin");
+    dir
+}
+
+/// SETTINGS_INITIAL_WINDOW_SIZE = 0 and 256 GETs of a large file on each of 3 connections:
+/// every response waits for a window that never opens. Each stream used to pin a 256 KiB
+/// file chunk (64 MiB a connection, RSS up by ~200 MiB here); now a connection holds at
+/// most `limits.h2_send_buffer` (1 MiB) of response bytes, and another client, over
+/// HTTP/1.1 and over HTTP/2, is served the whole file all the while.
+#[test]
+fn zero_windows_pin_no_more_than_the_send_buffer() {
+    let dir = site_with_big_file();
+    let g = common::spawn_gatehouse_in(&dir.path().join("site"), "h2c = true\n");
+    let pid = g.child.id();
+    // One request first, so that what every server makes once is already counted.
+    others_served(g.addr);
+    let rss0 = rss_kib(pid);
+    let (conns, streams) = (3, 256);
+    let clients: Vec<FlowClient> = (0..conns)
+        .map(|_| {
+            let c = FlowClient::open(g.addr, 0, false);
+            for i in 0..streams {
+                c.get(1 + 2 * i, "/big.bin");
+            }
+            c
+        })
+        .collect();
+    let answered = || {
+        clients
+            .iter()
+            .map(|c| c.with(|f| f.streams.values().filter(|s| s.headers).count()))
+            .sum::<usize>()
+    };
+    let all = wait_for(Duration::from_secs(20), || {
+        answered() == (conns * streams) as usize
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let rss = rss_kib(pid);
+    println!(
+        "{conns} connections x {streams} streams with a window of 0: {} answered, RSS {rss0} → {rss} KiB",
+        answered()
+    );
+    assert!(all, "only {} of the streams were answered", answered());
+    assert!(
+        rss < rss0 + conns as u64 * 8 * 1024,
+        "RSS grew from {rss0} to {rss} KiB"
+    );
+    others_served(g.addr);
+    let c = FlowClient::open(g.addr, (1 << 31) - 1, true);
+    c.get(1, "/big.bin");
+    let got = wait_for(Duration::from_secs(20), || {
+        c.with(|f| f.streams.get(&1).is_some_and(|s| s.ended))
+    });
+    let data = c.with(|f| f.streams.get(&1).map_or(0, |s| s.data));
+    assert!(got && data == BIG as u64, "HTTP/2 download: {data} bytes");
+    for c in &clients {
+        assert!(!c.with(|f| f.closed), "a waiting connection was closed");
+    }
+}
+
+/// Two streams on one connection, both GETs of a large file with windows of 0 to start:
+/// stream 3 is given 64 KiB of window every 100 ms, stream 1 a byte every 500 ms, which
+/// used to keep it open for ever. With a send timeout (`keep_alive`) of 2 s, stream 1 is
+/// reset (RST_STREAM) within a few seconds while stream 3 goes on moving, and the
+/// connection stays open.
+#[test]
+fn a_stalled_stream_is_reset_while_the_others_move() {
+    let dir = site_with_big_file();
+    let g = common::spawn_gatehouse_in(
+        &dir.path().join("site"),
+        "h2c = true\n[timeouts]\nkeep_alive = \"2s\"\n",
+    );
+    let c = FlowClient::open(g.addr, 0, true);
+    let start = Instant::now();
+    c.get(1, "/big.bin");
+    c.get(3, "/big.bin");
+    let mut moved_after_reset = 0u64;
+    let mut at_reset = None;
+    let mut tick = 0u32;
+    while start.elapsed() < Duration::from_secs(8) {
+        std::thread::sleep(Duration::from_millis(100));
+        tick += 1;
+        c.grant(3, 64 * 1024);
+        if tick.is_multiple_of(5) {
+            c.grant(1, 1);
+        }
+        let (reset, data3) = c.with(|f| {
+            (
+                f.streams.get(&1).and_then(|s| s.reset),
+                f.streams.get(&3).map_or(0, |s| s.data),
+            )
+        });
+        match (reset, at_reset) {
+            (Some(_), None) => at_reset = Some(data3),
+            (Some(_), Some(d)) => moved_after_reset = data3 - d,
+            _ => {}
+        }
+        if moved_after_reset > 512 * 1024 {
+            break;
+        }
+    }
+    let flow = c.with(|f| format!("{f:?}"));
+    println!("after {:?}: {flow}", start.elapsed());
+    let (reset1, reset3, closed, goaway, got1) = c.with(|f| {
+        (
+            f.streams.get(&1).and_then(|s| s.reset),
+            f.streams.get(&3).and_then(|s| s.reset),
+            f.closed,
+            f.goaway,
+            f.streams.get(&1).map_or(0, |s| s.data),
+        )
+    });
+    let (_, when) = reset1.expect("the trickled stream was never reset");
+    let after = when - start;
+    assert!(
+        after >= Duration::from_millis(1900) && after < Duration::from_secs(5),
+        "reset after {after:?}"
+    );
+    assert!(got1 > 0, "the trickled stream got its bytes until then");
+    assert_eq!(reset3, None, "the moving stream was reset");
+    assert!(
+        moved_after_reset > 512 * 1024,
+        "the moving stream got {moved_after_reset} bytes after the other's reset"
+    );
+    assert!(!closed && goaway.is_none(), "{flow}");
+}
+
+/// The same for proxied bodies: 2 connections x 256 GETs relayed from an upstream, each
+/// stream given a byte of window every 300 ms. Each stream used to pin two of the proxy's
+/// 64 KiB upstream reads (one with h2, one with hyper): RSS up ~45 MiB here.
+#[test]
+fn proxied_bodies_behind_closed_windows_are_bounded() {
+    let body = bytes::Bytes::from(vec![7u8; 8 << 20]);
+    let app = axum::Router::new()
+        .route(
+            "/big.bin",
+            axum::routing::get(move || {
+                let b = body.clone();
+                async move { b }
+            }),
+        )
+        .fallback(|| async { "hello" });
+    let up = common::serve_axum(common::loopback(), app);
+    let g = common::spawn_gatehouse(&format!(
+        "h2c = true\n[[routes]]\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n"
+    ));
+    let pid = g.child.id();
+    others_served(g.addr);
+    let rss0 = rss_kib(pid);
+    let (conns, streams) = (2, 256);
+    let clients: Vec<FlowClient> = (0..conns)
+        .map(|_| {
+            let c = FlowClient::open(g.addr, 0, true);
+            for i in 0..streams {
+                c.get(1 + 2 * i, "/big.bin");
+            }
+            c
+        })
+        .collect();
+    let answered = || {
+        clients
+            .iter()
+            .map(|c| c.with(|f| f.streams.values().filter(|s| s.headers).count()))
+            .sum::<usize>()
+    };
+    let all = wait_for(Duration::from_secs(20), || {
+        answered() == (conns * streams) as usize
+    });
+    let mut rss = rss_kib(pid);
+    for _ in 0..5 {
+        for c in &clients {
+            for i in 0..streams {
+                c.grant(1 + 2 * i, 1);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        rss = rss.max(rss_kib(pid));
+    }
+    let got: u64 = clients
+        .iter()
+        .map(|c| c.with(|f| f.streams.values().map(|s| s.data).sum::<u64>()))
+        .sum();
+    println!(
+        "{conns} connections x {streams} proxied streams, a byte of window at a time: {} \
+         answered, {got} bytes sent, RSS {rss0} → {rss} KiB",
+        answered()
+    );
+    assert!(all, "only {} of the streams were answered", answered());
+    assert!(got > 0, "no stream moved");
+    assert!(
+        rss < rss0 + conns as u64 * 8 * 1024,
+        "RSS grew from {rss0} to {rss} KiB"
+    );
+    others_served(g.addr);
+}

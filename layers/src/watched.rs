@@ -63,6 +63,11 @@ impl<B, E: OnEnd> Watched<B, E> {
         }
     }
 
+    /// The body watched.
+    pub fn get_mut(&mut self) -> &mut B {
+        &mut self.inner
+    }
+
     fn finish(&mut self, aborted: bool) {
         if let Some(w) = self.watcher.take() {
             w.on_end(self.bytes, aborted);

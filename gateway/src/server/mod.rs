@@ -6,6 +6,7 @@
 mod coalesce;
 mod conn;
 pub(crate) mod front;
+mod h2send;
 pub mod listener;
 pub(crate) mod sendfile;
 
@@ -88,6 +89,8 @@ struct ConnSettings {
     header_read: Duration,
     /// 0: no limit.
     max_connections: usize,
+    /// What HTTP/2 response bodies may hold unsent, over all connections.
+    h2_send: Arc<h2send::Pool>,
 }
 
 impl ConnSettings {
@@ -106,9 +109,12 @@ impl ConnSettings {
         if config.limits.max_headers != 100 {
             builder.max_headers(config.limits.max_headers);
         }
-        let mut h2 = http2::Builder::new(InlineFirst);
+        let exec = InlineFirst {
+            stall: config.timeouts.keep_alive,
+        };
+        let mut h2 = http2::Builder::new(exec);
         h2_limits!(h2, config);
-        let mut auto = hyper_util::server::conn::auto::Builder::new(InlineFirst);
+        let mut auto = hyper_util::server::conn::auto::Builder::new(exec);
         auto.http1()
             .keep_alive(true)
             .writev(true)
@@ -125,6 +131,10 @@ impl ConnSettings {
             keep_alive: config.timeouts.keep_alive,
             header_read: config.timeouts.header_read,
             max_connections: config.limits.max_connections,
+            h2_send: h2send::Pool::new(
+                config.limits.h2_send_buffer,
+                config.limits.h2_send_buffer_total,
+            ),
         }
     }
 }
@@ -134,8 +144,13 @@ impl ConnSettings {
 /// response from memory (a cached file, a redirect) is then complete before the connection
 /// flushes, so the answers to the requests that came in one read leave in one write, not
 /// one write each: measured on h2-1k, a third of the writes.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct InlineFirst;
+///
+/// A spawned stream is ended (and so reset by h2) once its response has waited `stall`, the
+/// send timeout, for the client to take its next chunk (see [`h2send`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InlineFirst {
+    stall: Duration,
+}
 
 impl<F> hyper::rt::Executor<F> for InlineFirst
 where
@@ -146,8 +161,9 @@ where
         // A future polled with a no-op waker that returns Pending has registered nothing
         // that will wake it; the spawned task polls it again at once, with a real waker.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if fut.as_mut().poll(&mut cx).is_pending() {
-            tokio::spawn(fut);
+        let (pending, gate) = h2send::watch(|| fut.as_mut().poll(&mut cx).is_pending());
+        if pending {
+            tokio::spawn(h2send::Stalls::new(fut, gate, self.stall));
         }
     }
 }
@@ -642,7 +658,7 @@ fn serve_connection(
     // Head and small body go out in one writev; without NODELAY, Nagle and delayed ACKs
     // would hold each response back by ~40 ms.
     let _ = stream.set_nodelay(true);
-    let (state, svc) = conn::ConnService::new(router, peer, false, kind.front.clone());
+    let (state, svc) = conn::ConnService::new(router, peer, false, kind.front.clone(), None);
     let channel = Arc::new(sendfile::Channel::default());
     let io = conn::TrackedIo::new(stream, state.clone(), Some(channel.clone()));
     // with_upgrades: a proxied WebSocket (or other HTTP/1.1 upgrade) takes the socket over
@@ -670,7 +686,13 @@ fn serve_h2c<'a>(
     shutdown: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + 'a {
     let _ = stream.set_nodelay(true);
-    let (state, svc) = conn::ConnService::new(router, peer, false, kind.front.clone());
+    let (state, svc) = conn::ConnService::new(
+        router,
+        peer,
+        false,
+        kind.front.clone(),
+        Some(&settings.h2_send),
+    );
     let io = conn::TrackedIo::new(stream, state.clone(), None);
     let conn = settings.auto.serve_connection_with_upgrades(io, svc);
     Drive::new(conn, |c| c.graceful_shutdown(), state, settings, shutdown)
@@ -717,7 +739,8 @@ async fn serve_tls(
         return;
     }
     let h2 = alpn == Some(b"h2");
-    let (state, svc) = conn::ConnService::new(router, peer, true, kind.front.clone());
+    let pool = h2.then_some(&settings.h2_send);
+    let (state, svc) = conn::ConnService::new(router, peer, true, kind.front.clone(), pool);
     if h2 {
         let io = coalesce::Coalesced::new(stream, state.clone());
         let io = conn::TrackedIo::new(io, state.clone(), None);

@@ -13,7 +13,9 @@ use std::task::{ready, Context, Poll};
 use tokio::task::JoinHandle;
 
 /// Bytes read per chunk: the memory a streaming response holds at once.
-const CHUNK: u64 = 256 * 1024;
+pub(crate) const CHUNK: usize = 256 * 1024;
+/// What a chunk's buffer holds beside its bytes (see [`mid_page`]).
+pub(crate) const READ_PAD: usize = 4096;
 
 #[derive(Debug)]
 pub enum Segment {
@@ -28,6 +30,8 @@ pub struct FileBody {
     remaining: u64,
     /// Set by the server when this is the whole response body it hands to hyper.
     sendfile: bool,
+    /// The most one read takes.
+    max_chunk: usize,
 }
 
 impl FileBody {
@@ -45,6 +49,7 @@ impl FileBody {
             pending: None,
             remaining,
             sendfile: false,
+            max_chunk: CHUNK,
         }
     }
 
@@ -53,6 +58,11 @@ impl FileBody {
     /// the bytes (to compress them, say) must see the file's real bytes.
     pub(crate) fn allow_sendfile(&mut self) {
         self.sendfile = true;
+    }
+
+    /// Caps the next reads at `n` bytes (HTTP/2's budget, see `server::h2send`).
+    pub(crate) fn set_max_chunk(&mut self, n: usize) {
+        self.max_chunk = n.clamp(1, CHUNK);
     }
 
     /// Bytes still to come.
@@ -117,7 +127,7 @@ impl Body for FileBody {
                             }
                         }
                     }
-                    let want = len.min(CHUNK) as usize;
+                    let want = len.min(this.max_chunk as u64) as usize;
                     // Pages already in the page cache are read here, on the event loop, as
                     // nginx does; anything that would wait for the disk goes to the pool.
                     match read_nowait(&file, offset, want) {
@@ -167,7 +177,7 @@ pub(crate) fn truncated() -> io::Error {
 /// that copy 14 times slower from a page-aligned file buffer. Starting the bytes 2 KiB
 /// into a page keeps them far from any such destination.
 fn mid_page(want: usize) -> (Vec<u8>, usize) {
-    let buf: Vec<u8> = Vec::with_capacity(want + 4096);
+    let buf: Vec<u8> = Vec::with_capacity(want + READ_PAD);
     let addr = buf.as_ptr() as usize;
     let start = (2048 + 4096 - addr % 4096) % 4096;
     (buf, start)

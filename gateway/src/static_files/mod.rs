@@ -10,7 +10,7 @@
 //!
 //! [`OpenFileCacheLayer`]: gatehouse_layers::open_file_cache::OpenFileCacheLayer
 
-mod body;
+pub(crate) mod body;
 pub(crate) use body::truncated;
 pub use body::FileBody;
 pub mod conditional;

@@ -382,6 +382,11 @@ pub fn free_port() -> u16 {
 /// Runs the binary on the fixture site with `extra_toml` after the listeners, and waits
 /// until the admin listener answers.
 pub fn spawn_gatehouse(extra_toml: &str) -> Spawned {
+    spawn_gatehouse_in(&fixtures().join("site"), extra_toml)
+}
+
+/// [`spawn_gatehouse`] serving `root`.
+pub fn spawn_gatehouse_in(root: &Path, extra_toml: &str) -> Spawned {
     let dir = tempfile::tempdir().expect("tempdir");
     let (port, admin) = (free_port(), free_port());
     let conf = dir.path().join("gatehouse.toml");
@@ -389,7 +394,7 @@ pub fn spawn_gatehouse(extra_toml: &str) -> Spawned {
         &conf,
         format!(
             "root = {:?}\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nlog_level = \"warn\"\n{extra_toml}\n",
-            fixtures().join("site").display().to_string(),
+            root.display().to_string(),
         ),
     )
     .expect("config");
