@@ -143,6 +143,42 @@ fn cache_control_per_route() {
 }
 
 #[test]
+fn cache_control_is_sent_on_2xx_and_304_only() {
+    let s = TestServer::site(
+        "[[routes]]\n[routes.static]\ncache_control = \"public, max-age=600\"\nnot_found_page = \"404.html\"\n",
+    );
+    let ok = s.get("/hello.txt");
+    let etag = ok.header("etag").unwrap().to_string();
+    let cases = [
+        (s.get("/hello.txt"), 200),
+        (s.get_with("/hello.txt", "Range: bytes=0-1\r\n"), 206),
+        (
+            s.get_with("/hello.txt", &format!("If-None-Match: {etag}\r\n")),
+            304,
+        ),
+    ];
+    for (r, status) in cases {
+        assert_eq!(r.status, status);
+        assert_eq!(
+            r.header("cache-control"),
+            Some("public, max-age=600"),
+            "{status}"
+        );
+    }
+    let r = s.get_with("/hello.txt", "If-Match: \"other\"\r\n");
+    assert_eq!(r.status, 412);
+    assert_eq!(r.header("cache-control"), None);
+    // The custom 404 page: no Cache-Control and no validators of the page file, which a
+    // cache would otherwise keep and revalidate as if the 404 were the resource.
+    let r = s.get("/nope.txt");
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("custom not found"));
+    for name in ["cache-control", "etag", "last-modified"] {
+        assert_eq!(r.header(name), None, "{name} on a 404");
+    }
+}
+
+#[test]
 fn listing_is_off_by_default_and_escapes_names() {
     let s = TestServer::site("[[routes]]\n[routes.static]\nlisting = true\n");
     std::fs::write(s.root.join("sub/<b>&.txt"), "x").unwrap();
@@ -158,6 +194,34 @@ fn listing_is_off_by_default_and_escapes_names() {
     let r = s.get("/empty/");
     assert_eq!(r.status, 200);
     assert!(!r.text().contains(".keep"));
+}
+
+#[test]
+fn listings_show_only_the_symlinks_a_request_would_follow() {
+    let s = TestServer::site("[[routes]]\n[routes.static]\nlisting = true\n");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "x").unwrap();
+    let link = |to: &std::path::Path, name: &str| {
+        std::os::unix::fs::symlink(to, s.root.join("sub").join(name)).unwrap()
+    };
+    link(outside.path(), "outdir");
+    link(&outside.path().join("secret.txt"), "outfile");
+    link(&s.root.join("sub/deeper"), "indir");
+    link(&s.root.join("hello.txt"), "infile");
+    link(&s.root.join("gone"), "dangling");
+    let html = s.get("/sub/").text();
+    for (name, shown) in [
+        ("href=\"indir/\"", true),
+        ("href=\"infile\"", true),
+        ("outdir", false),
+        ("outfile", false),
+        ("dangling", false),
+    ] {
+        assert_eq!(html.contains(name), shown, "{name} in {html}");
+    }
+    // What is listed is served, and what is hidden is not.
+    assert_eq!(s.get("/sub/infile").status, 200);
+    assert_eq!(s.get("/sub/outfile").status, 404);
 }
 
 #[test]

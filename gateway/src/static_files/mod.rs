@@ -209,7 +209,12 @@ impl StaticFiles {
             Resolved::File(entry) => {
                 let mut res =
                     self.full(parts.method == Method::HEAD, &entry, StatusCode::NOT_FOUND);
-                res.headers_mut().remove(ACCEPT_RANGES);
+                // The page's validators describe the page file, not the missing resource:
+                // with them a cache could revalidate and keep a 404 as if it were content.
+                let h = res.headers_mut();
+                h.remove(ACCEPT_RANGES);
+                h.remove(ETAG);
+                h.remove(LAST_MODIFIED);
                 res
             }
             _ => plain(StatusCode::NOT_FOUND, "not found\n"),
@@ -280,15 +285,23 @@ impl StaticFiles {
         res
     }
 
-    fn common_headers(&self, h: &mut HeaderMap, entry: &FileEntry) {
+    fn common_headers(&self, h: &mut HeaderMap, entry: &FileEntry, status: StatusCode) {
         h.insert(ETAG, entry.etag.clone());
         // A 304 or 206 varies as its 200 does (RFC 9110 §15.4.5).
         if let Some(v) = entry.headers.get(http::header::VARY) {
             h.insert(http::header::VARY, v.clone());
         }
         h.insert(LAST_MODIFIED, entry.last_modified.clone());
+        self.add_cache_control(h, status);
+    }
+
+    /// `cache_control` goes on 2xx and 304 only, as nginx's `add_header` without `always`:
+    /// a CDN told to keep a 404 or 412 for a day would serve it in place of the file.
+    fn add_cache_control(&self, h: &mut HeaderMap, status: StatusCode) {
         if let Some(cc) = &self.inner.cache_control {
-            h.insert(CACHE_CONTROL, cc.clone());
+            if status.is_success() || status == StatusCode::NOT_MODIFIED {
+                h.insert(CACHE_CONTROL, cc.clone());
+            }
         }
     }
 
@@ -307,16 +320,14 @@ impl StaticFiles {
         let mut res = Response::new(body);
         *res.status_mut() = status;
         *res.headers_mut() = entry.headers.clone();
-        if let Some(cc) = &self.inner.cache_control {
-            res.headers_mut().insert(CACHE_CONTROL, cc.clone());
-        }
+        self.add_cache_control(res.headers_mut(), status);
         res
     }
 
     fn validators_only(&self, entry: &FileEntry, status: StatusCode) -> Response<Body> {
         let mut res = Response::new(Body::empty());
         *res.status_mut() = status;
-        self.common_headers(res.headers_mut(), entry);
+        self.common_headers(res.headers_mut(), entry, status);
 
         if status == StatusCode::PRECONDITION_FAILED {
             res.headers_mut()
@@ -378,7 +389,7 @@ impl StaticFiles {
         *res.status_mut() = StatusCode::PARTIAL_CONTENT;
         let h = res.headers_mut();
         h.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        self.common_headers(h, entry);
+        self.common_headers(h, entry, StatusCode::PARTIAL_CONTENT);
         res
     }
 }

@@ -177,7 +177,9 @@ impl Resolver {
             }
             if i.listing {
                 let (mut found, check) =
-                    listing(&path, &meta, &norm.to_absolute(), i.hide_dotfiles);
+                    listing(&path, &meta, &norm.to_absolute(), i.hide_dotfiles, |p| {
+                        self.inside_root(p)
+                    });
                 if let Resolved::File(entry) = &mut found {
                     if let Some(e) = Arc::get_mut(entry) {
                         self.finish(e);
@@ -374,7 +376,13 @@ pub(crate) fn http_date(t: std::time::SystemTime) -> HeaderValue {
         .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
 }
 
-fn listing(dir: &Path, meta: &std::fs::Metadata, url_path: &str, hide: bool) -> (Resolved, Check) {
+fn listing(
+    dir: &Path,
+    meta: &std::fs::Metadata,
+    url_path: &str,
+    hide: bool,
+    inside_root: impl Fn(&Path) -> bool,
+) -> (Resolved, Check) {
     let mut names: Vec<(String, bool)> = match std::fs::read_dir(dir) {
         Ok(rd) => rd
             .filter_map(|e| e.ok())
@@ -383,7 +391,18 @@ fn listing(dir: &Path, meta: &std::fs::Metadata, url_path: &str, hide: bool) -> 
                 if hide && name.starts_with('.') {
                     return None;
                 }
-                let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+                let kind = e.file_type().ok()?;
+                // A symlink is listed only where a request for it would be served: its
+                // target exists and, unless follow_symlinks_outside_root, is inside the root.
+                let is_dir = if kind.is_symlink() {
+                    let path = e.path();
+                    if !inside_root(&path) {
+                        return None;
+                    }
+                    std::fs::metadata(&path).ok()?.is_dir()
+                } else {
+                    kind.is_dir()
+                };
                 Some((name, is_dir))
             })
             .collect(),
