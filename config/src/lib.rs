@@ -95,7 +95,10 @@ impl Loader {
 
     /// The merged sources, before extraction.
     pub fn figment(&self) -> Result<Figment, ConfigErrors> {
-        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        let mut fig = Figment::from(Named {
+            inner: Serialized::defaults(Config::default()),
+            name: error::DEFAULT_SOURCE.into(),
+        });
         match &self.file {
             Some(path) => {
                 if !path.is_file() {
@@ -119,20 +122,127 @@ impl Loader {
             fig = fig.merge(Env::prefixed("GATEHOUSE_").split("__"));
         }
         for (key, value) in &self.cli {
-            fig = fig
-                .merge(Serialized::default(key, value.clone()).profile(figment::Profile::Default));
+            fig = fig.merge(Named {
+                inner: Serialized::default(key, value.clone()).profile(figment::Profile::Default),
+                name: format!("the --{} flag", key.replace('_', "-")),
+            });
         }
         Ok(fig)
     }
 
-    /// Extracts and validates the configuration.
+    /// Extracts and validates the configuration, reporting every problem: serde stops at
+    /// the first wrong type or unknown key, so each is taken out in turn and the rest read
+    /// again, as many times as there are problems.
     pub fn load(&self) -> Result<Config, ConfigErrors> {
         let fig = self.figment()?;
-        let mut config: Config = fig
-            .extract()
-            .map_err(|e| ConfigErrors::from_figment(e, &fig))?;
-        validate::normalise_and_validate(&mut config, &fig)?;
-        Ok(config)
+        let first = match fig.extract::<Config>() {
+            Ok(mut config) => {
+                validate::normalise_and_validate(&mut config, &fig)?;
+                return Ok(config);
+            }
+            Err(e) => e,
+        };
+        let mut errors = ConfigErrors::from_figment(first.clone(), &fig, true).0;
+        let Ok(mut data) = fig.find_value("") else {
+            return Err(ConfigErrors(errors));
+        };
+        let mut removed: Vec<Vec<String>> = Vec::new();
+        let mut last = first;
+        // Each round takes out at least one value, so this ends; the bound is for the
+        // unforeseen (a path that can't be taken out is a stop, below).
+        for _ in 0..256 {
+            let mut progress = false;
+            for e in last {
+                let mut path = e.path.clone();
+                if let figment::error::Kind::UnknownField(name, _) = &e.kind {
+                    if path.last() != Some(name) {
+                        path.push(name.clone());
+                    }
+                }
+                // A value in a list can't be taken out alone: then the list goes.
+                while !path.is_empty() {
+                    if remove(&mut data, &path) {
+                        removed.push(path);
+                        progress = true;
+                        break;
+                    }
+                    path.pop();
+                }
+            }
+            if !progress {
+                break;
+            }
+            let retry = Figment::from(Serialized::defaults(&data));
+            match retry.extract::<Config>() {
+                Ok(mut config) => {
+                    // What validation finds in what was taken out (or in what holds it) is
+                    // a consequence of the errors above, not news.
+                    if let Err(more) = validate::normalise_and_validate(&mut config, &fig) {
+                        let related = |key: &str| {
+                            removed.iter().any(|p| {
+                                let p = p.join(".");
+                                key.starts_with(&p) || p.starts_with(key)
+                            })
+                        };
+                        errors.extend(more.0.into_iter().filter(|e| !related(&e.key)));
+                    }
+                    break;
+                }
+                Err(e) => {
+                    // The retry's own metadata names no source; the original figment does.
+                    errors.extend(ConfigErrors::from_figment(e.clone(), &fig, false).0);
+                    last = e;
+                }
+            }
+        }
+        errors.dedup();
+        Err(ConfigErrors(errors))
+    }
+}
+
+/// A provider under a name a user can read: figment names `Serialized` values by the line
+/// of gatehouse's code that made them, which would appear in errors as their source.
+struct Named<P> {
+    inner: P,
+    name: String,
+}
+
+impl<P: figment::Provider> figment::Provider for Named<P> {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named(self.name.clone())
+    }
+
+    fn data(
+        &self,
+    ) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
+        self.inner.data()
+    }
+}
+
+/// Takes the value at `path` (dict keys and array indices) out of `value`.
+fn remove(value: &mut figment::value::Value, path: &[String]) -> bool {
+    use figment::value::Value;
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut v = value;
+    for seg in parents {
+        v = match v {
+            Value::Dict(_, d) => match d.get_mut(seg) {
+                Some(next) => next,
+                None => return false,
+            },
+            Value::Array(_, a) => match seg.parse::<usize>().ok().and_then(|i| a.get_mut(i)) {
+                Some(next) => next,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match v {
+        Value::Dict(_, d) => d.remove(last).is_some(),
+        // Taking an element out of a list would renumber the rest.
+        _ => false,
     }
 }
 

@@ -10,10 +10,13 @@ pub struct Config {
     /// Static root for routes that don't name their own, and for the implicit route used
     /// when no `[[routes]]` are configured.
     pub root: PathBuf,
-    /// Addresses of the public HTTP listeners: one string or a list.
-    #[serde(deserialize_with = "one_or_many")]
+    /// Addresses of the public HTTP listeners: one string or a list. A host name is
+    /// resolved, and every address it has is listened on (as nginx does).
+    #[serde(deserialize_with = "listen_addrs")]
     pub listen: Vec<SocketAddr>,
     /// Address of the admin listener (`/healthz`, `/readyz`, `/metrics`, `POST /reload`).
+    /// A host name is resolved; its first address is used.
+    #[serde(deserialize_with = "listen_addr")]
     pub admin_listen: SocketAddr,
     /// Connections open at once on the admin listener; one more is closed on accept, so
     /// that it can never take the public listeners' file descriptors. Read at start only.
@@ -116,8 +119,9 @@ impl Default for Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {
-    /// Addresses of the HTTPS listeners: one string or a list.
-    #[serde(deserialize_with = "one_or_many")]
+    /// Addresses of the HTTPS listeners: one string or a list. A host name is resolved,
+    /// and every address it has is listened on.
+    #[serde(deserialize_with = "listen_addrs")]
     pub listen: Vec<SocketAddr>,
     /// PEM certificate files, chosen by SNI. The first is the default, for clients that
     /// send no name or a name no certificate covers.
@@ -921,6 +925,53 @@ impl Default for OpenFileCacheConfig {
             inactive: Duration::from_secs(60),
         }
     }
+}
+
+/// `ip:port`, or `name:port` resolved to all the name's addresses (`localhost:8080` is
+/// 127.0.0.1 and ::1 where both are configured), as nginx's and Caddy's `listen` do.
+fn resolve_listen(s: &str) -> Result<Vec<SocketAddr>, String> {
+    if let Ok(a) = s.parse() {
+        return Ok(vec![a]);
+    }
+    match std::net::ToSocketAddrs::to_socket_addrs(s) {
+        Ok(found) => {
+            let mut out: Vec<SocketAddr> = Vec::new();
+            for a in found {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+            if out.is_empty() {
+                Err(format!("{s:?}: the name has no address"))
+            } else {
+                Ok(out)
+            }
+        }
+        Err(e) => Err(format!(
+            "{s:?} is neither ip:port nor a name:port that resolves ({e})"
+        )),
+    }
+}
+
+fn listen_addrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Error> {
+    let mut out = Vec::new();
+    for s in one_or_many::<D, String>(d)? {
+        for a in resolve_listen(&s).map_err(serde::de::Error::custom)? {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    let found = resolve_listen(&s).map_err(serde::de::Error::custom)?;
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| serde::de::Error::custom(format!("{s:?}: the name has no address")))
 }
 
 /// Accepts one value or a list of them, each parsed from a string, so that an environment

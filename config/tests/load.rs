@@ -428,6 +428,7 @@ fn an_admin_token_can_come_from_the_environment() {
             assert_eq!(c.admin_token_resolved.unwrap().expose(), token);
             Ok(())
         });
+    }
 }
 
 #[test]
@@ -458,5 +459,34 @@ fn h2_send_buffers_are_checked() {
             .unwrap_err()
             .to_string();
         assert!(e.contains(key) && e.contains(why), "{key} / {why} in: {e}");
+    }
+}
+
+#[test]
+fn listen_takes_names_and_listens_on_each_of_their_addresses() {
+    let want: Vec<std::net::SocketAddr> =
+        std::net::ToSocketAddrs::to_socket_addrs("localhost:8080")
+            .unwrap()
+            .collect();
+    assert!(!want.is_empty());
+    let c = load("listen = \"localhost:8080\"\nadmin_listen = \"localhost:9191\"").unwrap();
+    for a in &want {
+        assert!(c.listen.contains(a), "{a} in {:?}", c.listen);
+    }
+    assert_eq!(c.admin_listen.port(), 9191);
+    assert!(c.admin_listen.ip().is_loopback());
+    // A name and one of its addresses: each address once.
+    let c = load("listen = [\"localhost:8080\", \"127.0.0.1:8080\"]").unwrap();
+    let mut all = c.listen.clone();
+    all.sort();
+    let mut once = all.clone();
+    once.dedup();
+    assert_eq!(once, all, "{:?}", c.listen);
+    assert!(all.contains(&"127.0.0.1:8080".parse().unwrap()));
+    for bad in ["no-such-host.invalid:8080", "localhost", "127.0.0.1:99999"] {
+        let e = load(&format!("listen = \"{bad}\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listen") && e.contains(bad), "{bad}: {e}");
     }
 }
