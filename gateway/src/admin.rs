@@ -175,7 +175,16 @@ fn router(shared: Arc<Shared>, auth: Arc<ReloadAuth>) -> Router {
                     };
                     // Reading files and opening roots: off the event loop.
                     match tokio::task::spawn_blocking(move || f()).await {
-                        Ok(Ok(())) => plain(StatusCode::OK, "reloaded\n"),
+                        Ok(Ok(waiting)) if waiting.is_empty() => {
+                            plain(StatusCode::OK, "reloaded\n")
+                        }
+                        Ok(Ok(waiting)) => plain(
+                            StatusCode::OK,
+                            format!(
+                                "reloaded; changed but applied only after a restart: {}\n",
+                                waiting.join(", ")
+                            ),
+                        ),
                         Ok(Err(e)) => plain(
                             StatusCode::BAD_REQUEST,
                             format!("configuration refused; the old one stays in force:\n{e}\n"),

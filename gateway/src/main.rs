@@ -89,17 +89,35 @@ fn print_errors(errors: &ConfigErrors) {
 }
 
 fn check(o: Overrides) -> ExitCode {
-    match o.loader().load() {
-        Ok(config) => {
-            print!("{}", render(&config));
-            eprintln!("gatehouse: configuration OK");
-            ExitCode::SUCCESS
-        }
+    let config = match o.loader().load() {
+        Ok(config) => config,
         Err(errors) => {
             print_errors(&errors);
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
+        }
+    };
+    // What start reads after the config, with the same code and messages, short of binding
+    // sockets and contacting ACME or JWKS servers: routes (htpasswd files, log templates and
+    // files, key files) and certificates.
+    let mut refused = Vec::new();
+    match gatehouse::router::build(&config) {
+        Ok(router) => router.close_logs(),
+        Err(e) => refused.push(e.to_string()),
+    }
+    if config.tls.is_some() {
+        if let Err(e) = gatehouse::tls::Tls::new(&config) {
+            refused.push(e);
         }
     }
+    if !refused.is_empty() {
+        for e in refused {
+            eprintln!("gatehouse: {e}");
+        }
+        return ExitCode::FAILURE;
+    }
+    print!("{}", render(&config));
+    eprintln!("gatehouse: configuration OK");
+    ExitCode::SUCCESS
 }
 
 fn render(config: &Config) -> String {
@@ -194,41 +212,9 @@ fn reloader(
             }
             text.join("\n")
         })?;
-        let fixed = [
-            ("listen", config.listen != started.listen),
-            ("admin_listen", config.admin_listen != started.admin_listen),
-            (
-                "admin_max_connections",
-                config.admin_max_connections != started.admin_max_connections,
-            ),
-            (
-                "admin_token",
-                config.admin_token_resolved != started.admin_token_resolved,
-            ),
-            ("runtime", config.runtime != started.runtime),
-            ("workers", config.workers != started.workers),
-            ("steer_by_cpu", config.steer_by_cpu != started.steer_by_cpu),
-            ("timeouts", config.timeouts != started.timeouts),
-            ("limits", config.limits != started.limits),
-            ("h2c", config.h2c != started.h2c),
-            ("acme", config.acme != started.acme),
-            ("metrics", config.metrics != started.metrics),
-            (
-                "tls (other than tls.certs)",
-                config
-                    .tls
-                    .as_ref()
-                    .map(|t| (&t.listen, &t.client_ca, t.http2, &t.hsts, t.redirect_http))
-                    != started
-                        .tls
-                        .as_ref()
-                        .map(|t| (&t.listen, &t.client_ca, t.http2, &t.hsts, t.redirect_http)),
-            ),
-        ];
-        for (key, changed) in fixed {
-            if changed {
-                tracing::warn!("reload: {key} changed, but takes effect only after a restart");
-            }
+        let waiting = restart_only_changes(&started, &config);
+        for key in &waiting {
+            tracing::warn!("reload: {key} changed, but takes effect only after a restart");
         }
         // Certificates first: if one is broken, nothing changes, routes included.
         if let (Some(tls), Some(t)) = (&tls, &config.tls) {
@@ -242,8 +228,48 @@ fn reloader(
             e.to_string()
         })?;
         tracing::info!("reloaded: {} routes", config.routes.len());
-        Ok(())
+        Ok(waiting.into_iter().map(String::from).collect())
     })
+}
+
+/// The settings read once at start that differ between `started` and `now`: a reload
+/// applies everything else and reports these.
+fn restart_only_changes(started: &Config, now: &Config) -> Vec<&'static str> {
+    // Certificates are reloaded; everything else in [tls] is read at start.
+    let tls_at_start = |c: &Config| {
+        c.tls.clone().map(|mut t| {
+            t.certs.clear();
+            t
+        })
+    };
+    [
+        ("listen", now.listen != started.listen),
+        ("admin_listen", now.admin_listen != started.admin_listen),
+        (
+            "admin_max_connections",
+            now.admin_max_connections != started.admin_max_connections,
+        ),
+        (
+            "admin_token",
+            now.admin_token_resolved != started.admin_token_resolved,
+        ),
+        ("runtime", now.runtime != started.runtime),
+        ("workers", now.workers != started.workers),
+        ("steer_by_cpu", now.steer_by_cpu != started.steer_by_cpu),
+        ("log_level", now.log_level != started.log_level),
+        ("timeouts", now.timeouts != started.timeouts),
+        ("limits", now.limits != started.limits),
+        ("h2c", now.h2c != started.h2c),
+        ("acme", now.acme != started.acme),
+        ("metrics", now.metrics != started.metrics),
+        (
+            "tls (other than tls.certs)",
+            tls_at_start(now) != tls_at_start(started),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(key, changed)| changed.then_some(key))
+    .collect()
 }
 
 fn wait_for_signal(reload: &gatehouse::server::Reloader, reopen: &dyn Fn()) {
@@ -286,13 +312,22 @@ fn wait_for_signal(reload: &gatehouse::server::Reloader, reopen: &dyn Fn()) {
     });
 }
 
+/// Colours only on a terminal, and not when `NO_COLOR` is set to anything but the empty
+/// string (no-color.org).
+fn use_colour(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_tracing(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(use_colour(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR"),
+        ))
         .with_target(false)
         .init();
 }

@@ -23,7 +23,7 @@ fn counting(s: &gatehouse::Handle) -> Arc<AtomicUsize> {
     let m = n.clone();
     s.set_reloader(Arc::new(move || {
         m.fetch_add(1, Ordering::SeqCst);
-        Ok(())
+        Ok(Vec::new())
     }));
     n
 }

@@ -387,6 +387,61 @@ fn sighup_reloads_the_config_file_and_a_broken_one_is_refused() {
     assert!(status.success(), "{status:?}");
 }
 
+/// `POST /reload` applies the routes and names the settings that wait for a restart.
+#[test]
+fn reload_says_which_changed_settings_wait_for_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    for (d, text) in [(&one, "one\n"), (&two, "two\n")] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("which.txt"), text).unwrap();
+    }
+    let file = dir.path().join("gatehouse.toml");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let admin = format!("127.0.0.1:{}", free_port());
+    let conf = |root: &Path, extra: &str| {
+        format!(
+            "listen = {listen:?}\nadmin_listen = {admin:?}\n{extra}[[routes]]\n[routes.static]\nroot = {:?}\n",
+            root.display().to_string()
+        )
+    };
+    std::fs::write(&file, conf(&one, "")).unwrap();
+    let (child, addr) = spawn(&["--config", file.to_str().unwrap()]);
+    let child = Reaped(child);
+    let reload = || {
+        let mut s = std::net::TcpStream::connect(&admin).unwrap();
+        use std::io::Write;
+        s.write_all(
+            b"POST /reload HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let out = reload();
+    assert!(
+        out.starts_with("HTTP/1.1 200") && out.ends_with("\r\n\r\nreloaded\n"),
+        "{out}"
+    );
+    std::fs::write(
+        &file,
+        conf(&two, "log_level = \"debug\"\n[limits]\nmax_headers = 50\n"),
+    )
+    .unwrap();
+    let out = reload();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(
+        out.ends_with("reloaded; changed but applied only after a restart: log_level, limits\n"),
+        "{out}"
+    );
+    assert!(
+        get_text(&addr, "/which.txt").ends_with("two\n"),
+        "the routes are applied"
+    );
+    drop(child);
+}
+
 /// Kills the child it holds when dropped, so that a failed assertion leaves no server behind.
 struct Reaped(std::process::Child);
 
@@ -521,4 +576,194 @@ fn a_port_another_program_holds_is_refused_with_exit_2_reuse_port_or_not() {
         });
         assert_refused_in_one_line(code, &err, &listen);
     }
+}
+
+/// Colours on a terminal (a pty from `script`), none with NO_COLOR (no-color.org).
+#[test]
+fn log_colours_follow_the_terminal_and_no_color() {
+    let run = |no_color: Option<&str>| {
+        let cmd = format!(
+            "{} --root {} --listen 127.0.0.1:{} --admin-listen 127.0.0.1:{}",
+            env!("CARGO_BIN_EXE_gatehouse"),
+            site(),
+            free_port(),
+            free_port()
+        );
+        let mut c = Command::new("timeout");
+        c.args(["-s", "TERM", "3", "script", "-qec", &cmd, "/dev/null"]);
+        c.env_remove("NO_COLOR");
+        if let Some(v) = no_color {
+            c.env("NO_COLOR", v);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.contains("listening on"), "{text}");
+        text.contains('\x1b')
+    };
+    assert!(run(None), "colours on a terminal");
+    assert!(run(Some("")), "an empty NO_COLOR is as if unset");
+    assert!(!run(Some("1")), "NO_COLOR=1");
+}
+
+/// `check` runs start's loading code: what start refuses, check refuses, with the same
+/// message (and start is run on each case to see it).
+#[test]
+fn check_refuses_what_start_would_with_the_same_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    for k in ["a", "b"] {
+        let st = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+            ])
+            .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+            .args([
+                "-keyout",
+                &format!("{d}/{k}.key"),
+                "-out",
+                &format!("{d}/{k}.crt"),
+            ])
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl");
+        assert!(st.success());
+    }
+    std::fs::write(dir.path().join("users"), "alice:plaintext\n").unwrap();
+    let tls = |cert: &str, key: &str| {
+        format!(
+            "[tls]\nlisten = \"127.0.0.1:{}\"\n[[tls.certs]]\ncert = \"{d}/{cert}\"\nkey = \"{d}/{key}\"\n",
+            free_port()
+        )
+    };
+    let cases = [
+        ("a missing certificate", tls("none.crt", "a.key"), "none.crt"),
+        ("a key that isn't the certificate's", tls("a.crt", "b.key"), "a.crt"),
+        (
+            "a plain-text htpasswd line",
+            format!("[[routes]]\n[routes.static]\n[routes.auth]\nhtpasswd = \"{d}/users\"\n"),
+            "users",
+        ),
+        (
+            "a log template with an unknown field",
+            format!("[[routes]]\n[routes.static]\n[routes.access_log]\npath = \"{d}/access.log\"\ntemplate = \"$remote_addr $http_cookie\"\n"),
+            "http_cookie",
+        ),
+    ];
+    for (what, toml, names) in cases {
+        let file = dir.path().join("gatehouse.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "root = {:?}\nlisten = \"127.0.0.1:{}\"\nadmin_listen = \"127.0.0.1:{}\"\n{toml}",
+                site(),
+                free_port(),
+                free_port()
+            ),
+        )
+        .unwrap();
+        let (ok, _, err) = check(dir.path(), &[], &[]);
+        assert!(!ok, "{what}: check said OK:\n{err}");
+        let said: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("gatehouse: "))
+            .collect();
+        assert!(
+            !said.is_empty() && said.iter().any(|l| l.contains(names)),
+            "{what}: {err}"
+        );
+
+        let mut start = bin()
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while start.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = start.kill();
+                let _ = start.wait();
+                panic!("{what}: start did not refuse the config that check refused");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = start.wait_with_output().unwrap();
+        assert!(!out.status.success(), "{what}");
+        let start_err = String::from_utf8_lossy(&out.stderr);
+        for line in &said {
+            assert!(
+                start_err.contains(line),
+                "{what}: start said\n{start_err}\nnot {line}"
+            );
+        }
+    }
+}
+
+/// Every wrong type and every unknown key is reported, each with its true source: the
+/// file with line and column, the flag, the environment variable, the built-in default.
+#[test]
+fn check_reports_every_error_with_its_true_source() {
+    let dir = tempfile::tempdir().unwrap();
+    // Found in the working directory, so named as gatehouse.toml.
+    let file = dir.path().join("gatehouse.toml");
+    let f = "gatehouse.toml";
+    std::fs::write(
+        &file,
+        format!(
+            "root = {:?}\nworkers = \"four\"\nlisen = 1\n[limits]\nmax_headers = \"lots\"\nmax_hedaers = 2\n[[routes]]\npath = \"/a\"\n[routes.static]\nlisting = \"yes\"\n",
+            site()
+        ),
+    )
+    .unwrap();
+    let (ok, _, err) = check(dir.path(), &[], &[]);
+    assert!(!ok);
+    for (key, at) in [
+        ("workers", format!("{f}:2:1")),
+        ("lisen", format!("{f}:3:1")),
+        ("limits.max_headers", format!("{f}:5:1")),
+        ("max_hedaers", format!("{f}:6:1")),
+        ("routes.0.static.listing", format!("{f}:10:1")),
+    ] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains(key) && l.contains(&format!("(from {at})"))),
+            "{key} from {at} in:\n{err}"
+        );
+    }
+
+    // Validation errors name the file's line too, not "default".
+    std::fs::write(
+        &file,
+        format!(
+            "root = {:?}\n[[routes]]\npath = \"/a\"\n[[routes]]\npath = \"/a\"\n[routes.compression]\ngzip_level = 42\n",
+            site()
+        ),
+    )
+    .unwrap();
+    let (ok, _, err) = check(dir.path(), &[], &[]);
+    assert!(!ok);
+    assert!(err.contains(&format!("(from {f}:")), "{err}");
+    assert!(!err.contains("(from default)"), "{err}");
+
+    // A flag, and the built-in default.
+    let empty = tempfile::tempdir().unwrap();
+    let (ok, _, err) = check(empty.path(), &["--listen", "nowhere"], &[]);
+    assert!(!ok);
+    assert!(
+        err.contains("listen") && err.contains("(from the --listen flag)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("root: public is not a directory (from built-in default)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(".rs:"),
+        "no source file of gatehouse's own: {err}"
+    );
 }

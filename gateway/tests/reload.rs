@@ -32,7 +32,8 @@ fn server_with_file(dir: &std::path::Path, first: &str) -> (TestServer, PathBuf)
             root.display().to_string()
         );
         let config = load_config(toml)?;
-        router.reload(&config).map_err(|e| e.to_string())
+        router.reload(&config).map_err(|e| e.to_string())?;
+        Ok(Vec::new())
     }));
     (s, file)
 }

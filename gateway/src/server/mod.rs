@@ -30,9 +30,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// State shared by every runtime.
-/// Re-reads the configuration and swaps the routes; `Err` names what is wrong (the old
-/// configuration stays).
-pub type Reloader = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// Re-reads the configuration and swaps the routes. `Ok` lists the settings that changed
+/// but are read at start only (they wait for a restart); `Err` names what is wrong (the
+/// old configuration stays).
+pub type Reloader = Arc<dyn Fn() -> Result<Vec<String>, String> + Send + Sync>;
 
 pub(crate) struct Shared {
     pub(crate) reloader: std::sync::Mutex<Option<Reloader>>,
