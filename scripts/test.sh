@@ -5,6 +5,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's wall time, printed at the end (and on failure) so that the 45-minute budget
+# on 2 cores can be watched: docs/ says where the time goes.
+stages=() stage_name="" stage_t=$(date +%s) test_t0=$(date +%s)
+stage() {
+  local now
+  now=$(date +%s)
+  [ -n "$stage_name" ] && stages+=("$(printf '%5d s  %s' $((now - stage_t)) "$stage_name")")
+  stage_name=$1 stage_t=$now
+  [ -n "$1" ] && echo "== $1"
+  return 0
+}
+times_report() {
+  stage ""
+  echo "== time per stage"
+  printf '%s\n' "${stages[@]}"
+  echo "$(printf '%5d s' $(($(date +%s) - test_t0)))  in all"
+}
+trap times_report EXIT
+
+stage "installing what the tests need"
+
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 need_apt=()
@@ -62,21 +83,21 @@ if ! python3 -c 'import kubernetes_validate, yaml' 2> /dev/null; then
 fi
 export PATH="$HOME/.local/bin:$PATH"
 
-echo "== cargo fmt"
+stage "cargo fmt"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-echo "== each layer alone (a cargo feature per layer)"
+stage "each layer alone (a cargo feature per layer)"
 for f in open-file-cache precompress access-log auth metrics acme rate-limit; do
   cargo check --quiet -p gatehouse-layers --no-default-features --features "$f"
 done
-echo "== cargo test"
+stage "cargo test"
 cargo test --workspace
-echo "== cargo doc (no warnings)"
+stage "cargo doc (no warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-echo "== helm chart"
+stage "helm chart"
 HELM="$HELM" GATEHOUSE="$PWD/target/debug/gatehouse" python3 charts/test_chart.py
-echo "== the README's first command, exactly as written, serves the example site"
+stage "the README's first command, exactly as written, serves the example site"
 cargo build --release --quiet
 first_log=$(mktemp)
 cargo run --release --quiet -- --root examples/site > "$first_log" 2>&1 &
@@ -95,12 +116,12 @@ if [ -z "$title" ] || ! grep -q -F "$title" <<< "$page"; then
   exit 1
 fi
 rm -f "$first_log"
-echo "== bench smoke test"
+stage "bench smoke test"
 bash bench/smoke.sh
-echo "== profile-guided build (scripts/pgo.sh), and the bench smoke test on it"
+stage "profile-guided build (scripts/pgo.sh), and the bench smoke test on it"
 bash scripts/pgo.sh
 GATEHOUSE="$PWD/target/pgo/release/gatehouse" bash bench/smoke.sh
-echo "== hardening: 1,500 connections against nginx (bench/hardening.sh)"
+stage "hardening: 1,500 connections against nginx (bench/hardening.sh)"
 bash bench/hardening.sh
-echo "== fuzzing: every target for 30 s (scripts/fuzz.sh; FUZZ_SECONDS for longer)"
+stage "fuzzing: every target for 30 s (scripts/fuzz.sh; FUZZ_SECONDS for longer)"
 FUZZ_SECONDS=${FUZZ_SECONDS:-30} bash scripts/fuzz.sh
