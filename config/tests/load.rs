@@ -428,6 +428,7 @@ fn an_admin_token_can_come_from_the_environment() {
             assert_eq!(c.admin_token_resolved.unwrap().expose(), token);
             Ok(())
         });
+    }
 }
 
 #[test]
