@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The load cases of docs/hardening.md, against nginx in the same run: 1,500 concurrent
+# The load cases of docs/src/hardening.md, against nginx in the same run: 1,500 concurrent
 # keep-alive connections (oha -c 1500) on static-1k and text-gzip, in ROUNDS rounds (3).
 # Fails unless gatehouse has zero errors in every round (a refused or reset connection is
 # an error) and its p99 is within 3x its p50 in the median round: on this shared 2-core

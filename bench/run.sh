@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks gatehouse against nginx and Caddy on this machine, in one run: same files, same
-# load, same settings. See bench/README.md for what each figure means.
+# load, same settings. See docs/src/benchmarks.md for what each figure means.
 #
 # Inputs (environment): GATEHOUSE, GATEHOUSE_BASE, NGINX, CADDY, OHA, DURATION, CONNECTIONS,
 # WARMUP, SCENARIOS, OUT_DIR, RUNTIME, BASE_RUNTIME, GATEHOUSE_TOML, BASE_TOML, METRICS,

@@ -7,7 +7,7 @@
 #   3. the counts are merged with llvm-profdata, and gatehouse is built again using them, so
 #      LLVM inlines and lays out code for the paths requests take.
 # Measured with callgrind on a proxied request: 24,025 user instructions for the plain
-# release build, 19,060 for this one (README, "Profile-guided build").
+# release build, 19,060 for this one (docs/src/deployment.md, "Profile-guided build").
 #
 # Needs what bench/run.sh needs (nginx, oha, openssl, python3) and an llvm-profdata from the
 # same LLVM major version as rustc's: LLVM_PROFDATA, rustup's llvm-tools, llvm-profdata-N or

@@ -326,7 +326,7 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Route {
-    /// Used in logs and (later) metric labels; defaults to `route<N>`.
+    /// Used in logs and as the metrics' `route` label; defaults to `route<N>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Host names this route answers: exact (`example.com`) or a leading wildcard

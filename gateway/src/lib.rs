@@ -1,5 +1,5 @@
-//! gatehouse: a web gateway that serves static files (and, later, proxies) with less CPU
-//! per request than nginx. The binary is a thin shell over this library:
+//! gatehouse: a web gateway that serves static files and reverse-proxies to backends, with
+//! less CPU per request than nginx. The binary is a thin shell over this library:
 //! configuration → [`router::build`] → [`server::start`].
 
 pub use router::GatewayRouter;

@@ -110,8 +110,8 @@ fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
 /// run on goes to listener n mod `count`), instead of a hash of the addresses. The
 /// connections are spread over the runtimes by where they come from, evenly and stably,
 /// rather than by the luck of the hash. The runtimes' threads are not pinned, so any
-/// locality is the scheduler's doing: the README (Benchmarks, "Steering connections by
-/// CPU") has what it measured. Any other CPU goes by hash.
+/// locality is the scheduler's doing: docs/src/performance-notes.md ("Steering connections
+/// by CPU") has what it measured. Any other CPU goes by hash.
 fn by_cpu_program(cpus: &[u32], count: usize) -> Vec<libc::sock_filter> {
     let mut prog = Vec::with_capacity(cpus.len() * 2 + 2);
     prog.push(op(BPF_LD_W_ABS, 0, 0, SKF_AD_CPU));
