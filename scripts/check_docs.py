@@ -79,6 +79,10 @@ def check_file(path, errors):
         if not dest.resolve().is_relative_to(ROOT):
             errors.append(f"{where}: outside the repository")
             continue
+        # mdbook copies only docs/src: a link out of it is dead in the built book.
+        if path.resolve().is_relative_to(SRC) and not dest.resolve().is_relative_to(SRC):
+            errors.append(f"{where}: leaves docs/src, so it is dead in the book; name the path as code")
+            continue
         if anchor:
             if dest.suffix != ".md" or dest.is_dir():
                 errors.append(f"{where}: an anchor into a file that is not Markdown")

@@ -3,15 +3,16 @@
 #   1. an instrumented build (target/pgo-gen), which counts branches and calls as it runs;
 #   2. training: that build runs bench/run.sh's scenarios (static files small and large, gzip,
 #      proxy, TLS, HTTP/2, access log, basic auth, idle connections) for a few seconds each,
-#      against loopback only, and writes its counts when it exits;
+#      against loopback only, and writes its counts when it exits (gatehouse alone: nginx
+#      and Caddy would add time and nothing to the profile);
 #   3. the counts are merged with llvm-profdata, and gatehouse is built again using them, so
 #      LLVM inlines and lays out code for the paths requests take.
 # Measured with callgrind on a proxied request: 24,025 user instructions for the plain
 # release build, 19,060 for this one (docs/src/deployment.md, "Profile-guided build").
 #
-# Needs what bench/run.sh needs (nginx, oha, openssl, python3) and an llvm-profdata from the
+# Needs what bench/run.sh needs for gatehouse (oha, openssl, python3) and an llvm-profdata from the
 # same LLVM major version as rustc's: LLVM_PROFDATA, rustup's llvm-tools, llvm-profdata-N or
-# /usr/lib/llvm-N/bin/llvm-profdata (Debian: apt-get install llvm-N). TRAIN_DURATION (4s) is
+# /usr/lib/llvm-N/bin/llvm-profdata (Debian: apt-get install llvm-N). TRAIN_DURATION (3s) is
 # each scenario's length; bench/run.sh's other settings are its defaults, whatever the caller
 # has set. RUSTFLAGS the caller set apply to both builds. A plain `cargo build --release` is
 # untouched.
@@ -52,7 +53,7 @@ rm -rf "$data/raw"
 echo "== pgo: training on bench/run.sh's scenarios"
 env -u SCENARIOS -u ROUNDS -u CONNECTIONS -u FLOOR -u GATEHOUSE_BASE -u RUNTIME -u BASE_RUNTIME \
   -u METRICS -u BASE_METRICS -u GATEHOUSE_TOML -u BASE_TOML \
-  CADDY= DURATION=${TRAIN_DURATION:-4s} WARMUP=1s GATEHOUSE=$ROOT/target/pgo-gen/release/gatehouse \
+  CADDY= NGINX= DURATION=${TRAIN_DURATION:-3s} WARMUP=1s GATEHOUSE=$ROOT/target/pgo-gen/release/gatehouse \
   OUT_DIR="$data/train" bash bench/run.sh > "$data/train.log" 2>&1 \
   || { tail -20 "$data/train.log" >&2; echo "pgo.sh: the training run failed" >&2; exit 1; }
 # Training that served nothing, or served errors, would tune the build for the wrong paths.
