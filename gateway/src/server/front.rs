@@ -69,10 +69,12 @@ fn bad(why: &'static str) -> Option<Response<GateBody>> {
 
 /// The header checks of [`Front::canonicalize`], in one pass over the fields.
 fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
-    let (mut hosts, mut auths, mut underscored) = (0u32, 0u32, false);
+    let (mut hosts, mut auths, mut underscored, mut host_ok) = (0u32, 0u32, false, true);
     for (name, value) in req.headers() {
         if name == HOST {
             hosts += 1;
+            // Here rather than by a lookup after the loop: one hash lookup less a request.
+            host_ok &= valid_host(value.as_bytes());
         } else if name == AUTHORIZATION {
             auths += 1;
         } else if name == TRANSFER_ENCODING {
@@ -112,11 +114,7 @@ fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
         return bad("bad request: Host\n");
     }
     // Even beside an authority: a Host that stays is forwarded.
-    if req
-        .headers()
-        .get(HOST)
-        .is_some_and(|h| !valid_host(h.as_bytes()))
-    {
+    if !host_ok {
         return bad("bad request: Host\n");
     }
     if let Some(authority) = req.uri().authority() {
@@ -181,49 +179,67 @@ fn same_authority(a: &[u8], b: &[u8], default_port: Option<u16>) -> bool {
 /// `a,b` as a list would see another host than the one the route was chosen by. No
 /// userinfo (RFC 9110 §4.2.4), no path, query or fragment, not empty.
 pub(crate) fn valid_host(h: &[u8]) -> bool {
-    let (host, port) = if let Some(rest) = h.strip_prefix(b"[") {
-        let Some(end) = rest.iter().position(|&b| b == b']') else {
-            return false;
-        };
-        let lit = &rest[..end];
-        let ok = std::str::from_utf8(lit).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok());
-        if !ok {
-            return false;
+    if h.first() == Some(&b'[') {
+        return valid_bracketed_host(h);
+    }
+    // One pass over the name: it is on every request, and a byte table with a label length
+    // costs about a third of splitting into labels (callgrind, static-1k: 327 → ~100
+    // instructions a request).
+    let mut label = 0usize;
+    let mut i = 0;
+    while i < h.len() {
+        match h[i] {
+            b'.' if label == 0 => return false,
+            b'.' => label = 0,
+            b':' => break,
+            b if NAME_BYTE[b as usize] => label += 1,
+            _ => return false,
         }
-        (&h[..end + 2], &rest[end + 1..])
-    } else {
-        match h.iter().position(|&b| b == b':') {
-            Some(i) => (&h[..i], &h[i..]),
-            None => (h, &h[h.len()..]),
-        }
+        i += 1;
+    }
+    // A trailing dot is left with label == 0 after a label that was not empty.
+    i > 0 && valid_port(&h[i..])
+}
+
+/// Letters, digits, `-`, `_` and `~`: the bytes of a name's labels.
+static NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'~';
+        b += 1;
+    }
+    t
+};
+
+/// Nothing, or `:` and a port of 1 to 5 digits up to 65535.
+fn valid_port(p: &[u8]) -> bool {
+    let [b':', digits @ ..] = p else {
+        return p.is_empty();
     };
-    let port_ok = match port {
-        [] => true,
-        [b':', digits @ ..] => {
-            !digits.is_empty()
-                && digits.len() <= 5
-                && digits.iter().all(u8::is_ascii_digit)
-                && digits
-                    .iter()
-                    .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'))
-                    <= 65535
-        }
-        _ => false,
-    };
-    if !port_ok || host.is_empty() {
+    if digits.is_empty() || digits.len() > 5 {
         return false;
     }
-    if host[0] == b'[' {
-        return true;
+    let mut n = 0u32;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return false;
+        }
+        n = n * 10 + u32::from(d - b'0');
     }
-    let name = host.strip_suffix(b".").unwrap_or(host);
-    !name.is_empty()
-        && name.split(|&b| b == b'.').all(|label| {
-            !label.is_empty()
-                && label
-                    .iter()
-                    .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~'))
-        })
+    n <= 65535
+}
+
+/// `[` an IPv6 literal `]`, then the port part.
+fn valid_bracketed_host(h: &[u8]) -> bool {
+    let rest = &h[1..];
+    let Some(end) = rest.iter().position(|&b| b == b']') else {
+        return false;
+    };
+    let ok =
+        std::str::from_utf8(&rest[..end]).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok());
+    ok && valid_port(&rest[end + 1..])
 }
 
 /// 308 to the same host, path and query over https (RFC 9110 §15.4.9: the method and body
@@ -260,6 +276,91 @@ fn redirect<B>(req: &Request<B>, port: Option<u16>) -> Response<GateBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-pass `valid_host` against the grammar written plainly (split into host and
+    /// port, then into labels), on every string of up to 6 bytes from an alphabet that
+    /// holds each class of byte the grammar cares about.
+    #[test]
+    fn valid_host_agrees_with_the_grammar_written_plainly() {
+        fn model(h: &[u8]) -> bool {
+            let (host, port) = if let Some(rest) = h.strip_prefix(b"[") {
+                let Some(end) = rest.iter().position(|&b| b == b']') else {
+                    return false;
+                };
+                let lit = &rest[..end];
+                let ok =
+                    std::str::from_utf8(lit).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok());
+                if !ok {
+                    return false;
+                }
+                (&h[..end + 2], &rest[end + 1..])
+            } else {
+                match h.iter().position(|&b| b == b':') {
+                    Some(i) => (&h[..i], &h[i..]),
+                    None => (h, &h[h.len()..]),
+                }
+            };
+            let port_ok = match port {
+                [] => true,
+                [b':', digits @ ..] => {
+                    !digits.is_empty()
+                        && digits.len() <= 5
+                        && digits.iter().all(u8::is_ascii_digit)
+                        && digits
+                            .iter()
+                            .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'))
+                            <= 65535
+                }
+                _ => false,
+            };
+            if !port_ok || host.is_empty() {
+                return false;
+            }
+            if host[0] == b'[' {
+                return true;
+            }
+            let name = host.strip_suffix(b".").unwrap_or(host);
+            !name.is_empty()
+                && name.split(|&b| b == b'.').all(|label| {
+                    !label.is_empty()
+                        && label
+                            .iter()
+                            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~'))
+                })
+        }
+        const ALPHABET: &[u8] = b"a9.:-_[]%@1";
+        let mut cases = 0u32;
+        let mut buf = Vec::new();
+        for len in 0..=6u32 {
+            for mut k in 0..(ALPHABET.len() as u64).pow(len) {
+                buf.clear();
+                for _ in 0..len {
+                    buf.push(ALPHABET[(k % ALPHABET.len() as u64) as usize]);
+                    k /= ALPHABET.len() as u64;
+                }
+                assert_eq!(
+                    valid_host(&buf),
+                    model(&buf),
+                    "{:?}",
+                    String::from_utf8_lossy(&buf)
+                );
+                cases += 1;
+            }
+        }
+        for h in [
+            "[::1]",
+            "[::1]:8080",
+            "[::1]x",
+            "[::1",
+            "[fe80::1%eth0]",
+            "a.b.:65535",
+            "a:65536",
+            "a:00080",
+        ] {
+            assert_eq!(valid_host(h.as_bytes()), model(h.as_bytes()), "{h}");
+        }
+        assert!(cases > 1_900_000);
+    }
 
     fn req(uri: &str, host: Option<&str>) -> Request<()> {
         let mut b = Request::builder().uri(uri);

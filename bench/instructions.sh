@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# User-space instructions per request (valgrind's callgrind), two gatehouse builds side by
+# side: repeatable to a fraction of a percent where CPU time per request swings by ±10%
+# between rounds on a shared machine. It complements bench/run.sh's same-run A/B
+# (GATEHOUSE_BASE=), it doesn't replace it: the kernel's share of a request (most of it)
+# is not counted.
+#
+# Usage: bench/instructions.sh NEW_BINARY BASE_BINARY
+# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"), N (requests in the long
+# run, 6000), SMALL (in the short run, 1000), CONNECTIONS (8). Each figure is
+# (Ir(N) - Ir(SMALL)) / (N - SMALL): start-up, TLS handshakes and shutdown cancel out.
+# One worker, the static route with the open-file cache as bench/run.sh configures it, on
+# loopback; the proxy's backend is a gatehouse outside valgrind. Needs valgrind, oha,
+# openssl, curl. CG_DIR: keep each callgrind file there, for callgrind_annotate.
+set -euo pipefail
+
+NEW=${1:?usage: bench/instructions.sh NEW_BINARY BASE_BINARY}
+BASE=${2:?usage: bench/instructions.sh NEW_BINARY BASE_BINARY}
+SCENARIOS=${SCENARIOS:-static-1k proxy-1k h2-1k}
+N=${N:-6000}
+SMALL=${SMALL:-1000}
+CONNECTIONS=${CONNECTIONS:-8}
+OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
+PORT=18581 ADMIN=18582 TLS=18583 BACKEND=18591 BACKEND_ADMIN=18592
+
+for t in valgrind callgrind_annotate openssl curl; do
+  command -v "$t" > /dev/null || { echo "instructions.sh: $t not found" >&2; exit 1; }
+done
+[ -x "$OHA" ] || { echo "instructions.sh: oha not found (cargo install oha --locked)" >&2; exit 1; }
+
+WORK=$(mktemp -d /tmp/gatehouse-instructions.XXXXXX)
+PIDS=()
+stop_all() {
+  local p
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -TERM "$p" 2> /dev/null || true; done
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2> /dev/null || true; done
+  PIDS=()
+}
+trap 'stop_all; rm -rf "$WORK"' EXIT
+
+mkdir -p "$WORK/www"
+head -c 1024 /dev/urandom > "$WORK/www/1k.bin"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+  -subj /CN=localhost -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2> /dev/null
+
+wait_up() { # url
+  for _ in $(seq 1 600); do
+    curl -skf -o /dev/null "$1" && return 0
+    sleep 0.1
+  done
+  echo "instructions.sh: nothing answered at $1" >&2
+  return 1
+}
+
+"$BASE" --root "$WORK/www" --listen "127.0.0.1:$BACKEND" --admin-listen "127.0.0.1:$BACKEND_ADMIN" \
+  2> "$WORK/backend.log" &
+PIDS+=($!)
+wait_up "http://127.0.0.1:$BACKEND/1k.bin"
+
+config() { # scenario
+  cat << EOF
+root = "$WORK/www"
+listen = "127.0.0.1:$PORT"
+admin_listen = "127.0.0.1:$ADMIN"
+workers = 1
+EOF
+  case "$1" in
+    h2-1k) printf '[tls]\nlisten = "127.0.0.1:%s"\n[[tls.certs]]\ncert = "%s"\nkey = "%s"\n' \
+      "$TLS" "$WORK/cert.pem" "$WORK/key.pem" ;;
+  esac
+  case "$1" in
+    proxy-1k) printf '[[routes]]\n[routes.proxy]\nupstreams = ["http://127.0.0.1:%s"]\n' "$BACKEND" ;;
+    *) printf '[[routes]]\n[routes.static.open_file_cache]\nstrict = false\nvalid = "1s"\n' ;;
+  esac
+}
+
+# Total instructions of one run of `bin` serving `n` requests of `scenario`.
+count() { # bin scenario n
+  local bin=$1 scenario=$2 n=$3 url args=() out="$WORK/cg.out"
+  config "$scenario" > "$WORK/g.toml"
+  url="http://127.0.0.1:$PORT/1k.bin"
+  if [ "$scenario" = h2-1k ]; then
+    url="https://127.0.0.1:$TLS/1k.bin"
+    args=(--insecure --http2 -p 4)
+  fi
+  rm -f "$out"
+  valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --config "$WORK/g.toml" \
+    2> "$WORK/valgrind.log" &
+  local pid=$!
+  PIDS+=("$pid")
+  wait_up "$url"
+  "$OHA" -n "$n" -c "$CONNECTIONS" --no-tui --disable-compression "${args[@]}" "$url" > /dev/null
+  kill -TERM "$pid"
+  wait "$pid" 2> /dev/null || true
+  PIDS=("${PIDS[0]}")
+  [ -n "${CG_DIR:-}" ] && cp "$out" "$CG_DIR/$(basename "$bin")-$scenario-$n.out"
+  sed -n 's/^summary: *//p' "$out"
+}
+
+printf '| scenario | base Ir/request | new Ir/request | new/base |\n|---|---:|---:|---:|\n'
+for s in $SCENARIOS; do
+  per=()
+  for bin in "$BASE" "$NEW"; do
+    long=$(count "$bin" "$s" "$N")
+    short=$(count "$bin" "$s" "$SMALL")
+    per+=($(( (long - short) / (N - SMALL) )))
+  done
+  awk -v s="$s" -v b="${per[0]}" -v n="${per[1]}" \
+    'BEGIN { printf "| %s | %d | %d | %.3f |\n", s, b, n, n / b }'
+done
