@@ -4,13 +4,15 @@
 #
 # Inputs (environment): GATEHOUSE, GATEHOUSE_BASE, NGINX, CADDY, OHA, DURATION, CONNECTIONS,
 # WARMUP, SCENARIOS, OUT_DIR, RUNTIME, BASE_RUNTIME, GATEHOUSE_TOML, BASE_TOML, METRICS,
-# BASE_METRICS, ROUNDS, FLOOR.
+# BASE_METRICS, ROUNDS, FLOOR, BACKEND_NGINX (proxy-1k's backend; nginx by default).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GATEHOUSE=${GATEHOUSE:-$ROOT/target/release/gatehouse}
 GATEHOUSE_BASE=${GATEHOUSE_BASE:-}
 NGINX=${NGINX-$(command -v nginx || true)}
+# proxy-1k's backend is an nginx whether or not nginx is measured (NGINX= skips only that).
+BACKEND_NGINX=${BACKEND_NGINX:-$(command -v nginx || true)}
 CADDY=${CADDY-$(command -v caddy || true)}
 OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 DURATION=${DURATION:-15s}
@@ -318,7 +320,7 @@ start_floor() { # scenario [hyper]
 # counted against the proxy being measured.
 start_backend() {
   write_nginx_conf backend "$PORT_BACKEND" "root $WWW;"
-  "$NGINX" -c "$WORK/backend.conf" -e "$WORK/backend/error.log" 2>> "$WORK/backend.log" &
+  "$BACKEND_NGINX" -c "$WORK/backend.conf" -e "$WORK/backend/error.log" 2>> "$WORK/backend.log" &
   BACKEND_PID=$!
   wait_port "$PORT_BACKEND"
 }
