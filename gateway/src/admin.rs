@@ -8,8 +8,7 @@
 //! takes the bearer token `admin_token` when one is set; without one, it is open only when
 //! the admin listener is on a loopback address.
 
-use crate::server::Shared;
-use crate::static_files::plain;
+use crate::body::GateBody;
 use axum::routing::get;
 use axum::Router;
 use gatehouse_config::Config;
@@ -18,6 +17,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -157,7 +157,25 @@ fn same_token(got: &[u8], want: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-fn router(shared: Arc<Shared>, auth: Arc<ReloadAuth>) -> Router {
+/// Re-reads the configuration and swaps the routes. `Ok` lists the settings that changed
+/// but are read at start only (they wait for a restart); `Err` names what is wrong (the
+/// old configuration stays).
+pub type Reloader = Arc<dyn Fn() -> Result<Vec<String>, String> + Send + Sync>;
+
+/// What the admin listener reads of the server it belongs to: a narrow view, so that this
+/// module needs nothing of `server` (which sits above it).
+pub(crate) trait ServerView: Send + Sync + 'static {
+    /// What `POST /reload` runs, once set.
+    fn reloader(&self) -> Option<Reloader>;
+    /// `/metrics`, when metrics are on.
+    fn exporter(&self) -> Option<&crate::metrics::Exporter>;
+    /// Draining: `/readyz` answers 503.
+    fn is_draining(&self) -> bool;
+    /// Resolves once every public connection has closed, or the drain timeout has passed.
+    fn drained(&self) -> impl Future<Output = ()> + Send + '_;
+}
+
+fn router<S: ServerView>(shared: Arc<S>, auth: Arc<ReloadAuth>) -> Router {
     let for_reload = shared.clone();
     Router::new()
         .route(
@@ -169,7 +187,7 @@ fn router(shared: Arc<Shared>, auth: Arc<ReloadAuth>) -> Router {
                     if let Some(refused) = reload_refusal(&auth, &headers) {
                         return refused;
                     }
-                    let f = shared.reloader.lock().ok().and_then(|r| r.clone());
+                    let f = shared.reloader();
                     let Some(f) = f else {
                         return plain(StatusCode::NOT_IMPLEMENTED, "reload is not set up\n");
                     };
@@ -202,7 +220,7 @@ fn router(shared: Arc<Shared>, auth: Arc<ReloadAuth>) -> Router {
                 move || {
                     let shared = shared.clone();
                     async move {
-                        let Some(e) = shared.exporter.get() else {
+                        let Some(e) = shared.exporter() else {
                             return plain(StatusCode::NOT_FOUND, "metrics are off\n");
                         };
                         let mut res = plain(StatusCode::OK, e.render());
@@ -232,9 +250,9 @@ fn router(shared: Arc<Shared>, auth: Arc<ReloadAuth>) -> Router {
         )
 }
 
-pub(crate) async fn serve(
+pub(crate) async fn serve<S: ServerView>(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    shared: Arc<S>,
     mut shutdown: watch::Receiver<bool>,
     settings: Settings,
 ) {
@@ -246,13 +264,13 @@ pub(crate) async fn serve(
         }
     };
     let app = router(shared.clone(), settings.reload.clone());
-    if shared.exporter.get().is_some() {
+    if shared.exporter().is_some() {
         let shared = shared.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
                 tick.tick().await;
-                if let Some(e) = shared.exporter.get() {
+                if let Some(e) = shared.exporter() {
                     e.upkeep();
                 }
             }
@@ -340,6 +358,11 @@ impl Accepter {
             drop(slot);
         });
     }
+}
+
+/// A short text answer in the gateway's body type (the admin routes return it to axum).
+fn plain(status: StatusCode, text: impl Into<bytes::Bytes>) -> http::Response<GateBody> {
+    crate::http_util::plain(status, text)
 }
 
 #[cfg(test)]

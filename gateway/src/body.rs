@@ -7,7 +7,7 @@ use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::http_util::BoxError;
 
 pub enum GateBody {
     Empty,
@@ -25,6 +25,12 @@ impl GateBody {
 
     pub fn full(b: impl Into<Bytes>) -> Self {
         GateBody::Full(Some(b.into()))
+    }
+}
+
+impl From<Bytes> for GateBody {
+    fn from(b: Bytes) -> Self {
+        GateBody::Full(Some(b))
     }
 }
 

@@ -6,18 +6,17 @@ pub use router::GatewayRouter;
 
 pub mod admin;
 pub mod body;
+pub(crate) mod http_util;
 pub mod metrics;
 pub mod proxy;
 pub mod router;
+pub mod rt;
+pub(crate) mod sendfile;
 pub mod server;
 pub mod static_files;
 pub mod tls;
 
 pub use server::{start, Handle};
 
-/// The routing decisions as functions of a request's target and `Host` alone, for the fuzz
-/// targets in `fuzz/`: the code the server runs, without a server.
 #[doc(hidden)]
-pub mod fuzzing {
-    pub use crate::router::fuzzing::{host, route, Outcome, Route};
-}
+pub mod fuzzing;

@@ -13,8 +13,9 @@
 //! its tower layer stack over the Service it mounts.
 
 use crate::body::GateBody;
+use crate::http_util::{add_slash, plain, strip_port};
 use crate::proxy::{ConnInfo, Proxy, ProxyFuture};
-use crate::static_files::{add_slash, plain, StaticFiles};
+use crate::static_files::StaticFiles;
 use arc_swap::ArcSwap;
 use gatehouse_config::{
     AccessLogConfig, Coding, CompressionConfig, Config, LogFormat, Route, StaticConfig,
@@ -63,7 +64,7 @@ type ProxyCompressedFuture = precompress::ResponseFuture<ProxyFuture, GateBody, 
 /// What the routing decision reads of a route: where it is mounted and how the path goes
 /// on to its Service.
 #[derive(Clone)]
-struct PathRule {
+pub(crate) struct PathRule {
     /// `""` for the root route, else `/segment[/segment…]` without a trailing slash.
     prefix: Box<str>,
     /// The prefix is taken off the path before the Service sees it (always for static
@@ -79,7 +80,7 @@ struct PathRule {
 
 impl PathRule {
     /// The rule of a route configured at `path` (validated: starts with `/`).
-    fn new(path: &str, strip: bool, strict_paths: bool, proxied: bool) -> PathRule {
+    pub(crate) fn new(path: &str, strip: bool, strict_paths: bool, proxied: bool) -> PathRule {
         let prefix: Box<str> = if path == "/" {
             "".into()
         } else {
@@ -107,7 +108,7 @@ impl PathRule {
 
 /// A route as the routing decision sees it: the table's entries, and the bare rules of
 /// the fuzz targets.
-trait Ruled {
+pub(crate) trait Ruled {
     fn rule(&self) -> &PathRule;
 }
 
@@ -346,7 +347,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             Some(cfg) => Some(access_log(i, cfg, logs)?),
             None => None,
         };
-        let svc = route_service(route, crate::server::workers(config))?;
+        let svc = route_service(route, crate::rt::workers(config))?;
         match &svc {
             RouteService::Proxy(p) => proxies.push(p.clone()),
             RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().clone()),
@@ -543,7 +544,7 @@ impl Ruled for RouteEntry {
 /// Sorts a group's routes longest prefix first (stably: routes of one length keep the
 /// configuration's order); whether some prefix reads otherwise loosely (see
 /// [`loosely_another_route`]).
-fn order<R: Ruled>(routes: &mut [R]) -> bool {
+pub(crate) fn order<R: Ruled>(routes: &mut [R]) -> bool {
     routes.sort_by_key(|r| std::cmp::Reverse(r.rule().prefix.len()));
     routes.iter().any(|r| {
         let rule = r.rule();
@@ -561,23 +562,23 @@ fn select<R: Ruled>(routes: &[R], path: &str) -> Option<usize> {
 
 /// What routing makes of a request target, before the chosen route's own rules (access,
 /// rate, auth) run.
-struct Decision {
+pub(crate) struct Decision {
     /// The route, by its place in the group.
-    index: usize,
+    pub(crate) index: usize,
     /// The normalised target the route was chosen by, when the one received is not in
     /// normal form.
-    normalized: Option<Uri>,
+    pub(crate) normalized: Option<Uri>,
     /// To be refused with 400 once the route's access and rate rules have run: a proxied
     /// target the upstream may read as another route's path (see [`ambiguous`] and
     /// [`loosely_another_route`]), or one it can't be sent as received.
-    refused: bool,
+    pub(crate) refused: bool,
     /// The route's Service gets the target as received rather than normalised: a proxy,
     /// as from nginx's `proxy_pass` without a URI (`%2F` stays `%2F`).
-    as_received: bool,
+    pub(crate) as_received: bool,
     /// A static route's prefix alone: redirected to it with a slash.
-    add_slash: bool,
+    pub(crate) add_slash: bool,
     /// How many bytes of the path, the route's prefix, the Service doesn't see.
-    strip: usize,
+    pub(crate) strip: usize,
 }
 
 /// The routing decision for a request target in a group of routes (`loose_prefixes` as
@@ -591,7 +592,11 @@ struct Decision {
 /// however the upstream reads it, or the request is refused.
 ///
 /// A path in normal form (most are) allocates nothing here.
-fn decide<R: Ruled>(routes: &[R], loose_prefixes: bool, uri: &Uri) -> Result<Decision, StatusCode> {
+pub(crate) fn decide<R: Ruled>(
+    routes: &[R],
+    loose_prefixes: bool,
+    uri: &Uri,
+) -> Result<Decision, StatusCode> {
     // An absolute-form target with an empty path (`http://a.test?q`, which `Uri::path`
     // reads as `/`) goes on as `/?q` (RFC 9112 §3.2.1), never as `?q`.
     let empty_path = uri
@@ -638,7 +643,7 @@ fn decide<R: Ruled>(routes: &[R], loose_prefixes: bool, uri: &Uri) -> Result<Dec
 
 /// The host a request is routed by: the authority of an absolute-form or HTTP/2 request,
 /// else Host (the front has made them one, [`crate::server::front::Front::canonicalize`]).
-fn routing_host<B>(req: &Request<B>) -> &str {
+pub(crate) fn routing_host<B>(req: &Request<B>) -> &str {
     req.uri()
         .host()
         .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok())
@@ -647,7 +652,7 @@ fn routing_host<B>(req: &Request<B>) -> &str {
 
 /// A host as the table knows it: without port or trailing dot, lower-case. Allocates only
 /// for an upper-case name.
-fn host_key(host: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn host_key(host: &str) -> std::borrow::Cow<'_, str> {
     let host = strip_port(host);
     let host = host.strip_suffix('.').unwrap_or(host);
     if host.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -962,7 +967,7 @@ fn has_dot_segment(path: &str) -> bool {
 ///   twice).
 ///
 /// A plain path (no `%`, no `;`) costs one scan.
-fn ambiguous(raw: &str, strict: bool) -> bool {
+pub(crate) fn ambiguous(raw: &str, strict: bool) -> bool {
     let b = raw.as_bytes();
     if !b.iter().any(|&c| c == b'%' || c == b';') {
         return false;
@@ -1085,7 +1090,7 @@ fn is_dot_segment(seg: &[u8]) -> bool {
 }
 
 /// Removes the first `n` bytes of the path (a route prefix), keeping the query.
-fn strip_prefix(uri: &mut Uri, n: usize) {
+pub(crate) fn strip_prefix(uri: &mut Uri, n: usize) {
     let rest = &uri.path()[n..];
     let mut pq = String::with_capacity(rest.len() + 1 + uri.query().map_or(0, |q| q.len() + 1));
     if !rest.starts_with('/') {
@@ -1113,20 +1118,6 @@ fn from_precompress(b: PrecompressBody<GateBody>) -> GateBody {
         PrecompressBody::Identity { inner } => inner,
         PrecompressBody::Full { data } => GateBody::Full(data),
         PrecompressBody::Encoded { inner } => GateBody::Boxed(axum::body::Body::new(inner)),
-    }
-}
-
-pub(crate) fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        // An IPv6 literal: keep the brackets, drop a port after them.
-        return match host.find(']') {
-            Some(i) => &host[..=i],
-            None => host,
-        };
-    }
-    match host.rfind(':') {
-        Some(i) => &host[..i],
-        None => host,
     }
 }
 
@@ -1226,118 +1217,8 @@ where
     }
 }
 
-/// The routing decision over a bare route table, for the fuzz targets (`fuzz/`, through
-/// [`crate::fuzzing`]): the functions [`GatewayRouter`] runs, with no server around them.
-pub(crate) mod fuzzing {
-    use super::{decide, host_key, order, routing_host, strip_prefix, PathRule, Ruled};
-    use http::{Request, Uri};
-
-    /// A route: its configured `path`, its proxy's `strip_prefix` and `strict_paths`, and
-    /// whether it is a proxy (else static files, which always strip their prefix).
-    pub struct Route<'a> {
-        pub path: &'a str,
-        pub strip: bool,
-        pub strict: bool,
-        pub proxy: bool,
-    }
-
-    /// What becomes of a request target.
-    #[derive(Debug, PartialEq, Eq)]
-    pub enum Outcome {
-        /// Refused with this status.
-        Refused(u16),
-        /// A static route's prefix alone: redirected to it with a slash.
-        Redirect { route: usize },
-        /// Route `route` (its place in the list given) takes the request, and its Service
-        /// gets the path and query `target`.
-        Forward { route: usize, target: String },
-    }
-
-    struct Indexed(PathRule, usize);
-
-    impl Ruled for Indexed {
-        fn rule(&self) -> &PathRule {
-            &self.0
-        }
-    }
-
-    /// What routing among `routes` (the configuration's order) makes of the request
-    /// target `target`, as `dispatch` does it, the route's own rules (access, rate,
-    /// auth) aside.
-    pub fn route(routes: &[Route<'_>], target: &str) -> Outcome {
-        // hyper answers 400 to a target that doesn't parse.
-        let Ok(uri) = target.parse::<Uri>() else {
-            return Outcome::Refused(400);
-        };
-        let mut rules: Vec<Indexed> = routes
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let rule =
-                    PathRule::new(r.path, r.strip || !r.proxy, r.strict || !r.proxy, r.proxy);
-                Indexed(rule, i)
-            })
-            .collect();
-        let loose_prefixes = order(&mut rules);
-        let d = match decide(&rules, loose_prefixes, &uri) {
-            Ok(d) => d,
-            Err(status) => return Outcome::Refused(status.as_u16()),
-        };
-        let route = rules[d.index].1;
-        if d.refused {
-            return Outcome::Refused(400);
-        }
-        let mut uri = match d.normalized {
-            Some(n) if !d.as_received => n,
-            _ => uri,
-        };
-        if d.add_slash {
-            return Outcome::Redirect { route };
-        }
-        if d.strip > 0 {
-            strip_prefix(&mut uri, d.strip);
-        }
-        let target = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-        Outcome::Forward { route, target }
-    }
-
-    /// What the front makes of a request's target and `Host` fields (an HTTP/2 one with
-    /// `h2`): the host the route table is searched by and the `Host` the upstream gets;
-    /// or the status that refuses the request.
-    pub fn host(h2: bool, target: &str, hosts: &[&[u8]]) -> Result<(String, Option<String>), u16> {
-        let Ok(uri) = target.parse::<Uri>() else {
-            return Err(400);
-        };
-        let mut req = Request::new(());
-        *req.uri_mut() = uri;
-        *req.version_mut() = if h2 {
-            http::Version::HTTP_2
-        } else {
-            http::Version::HTTP_11
-        };
-        for h in hosts {
-            // hyper refuses a field value with a control character.
-            let Ok(v) = http::HeaderValue::from_bytes(h) else {
-                return Err(400);
-            };
-            req.headers_mut().append(http::header::HOST, v);
-        }
-        let front = crate::server::front::Front::default();
-        if let Some(res) = front.canonicalize(&mut req) {
-            return Err(res.status().as_u16());
-        }
-        let key = host_key(routing_host(&req)).into_owned();
-        let sent = req
-            .headers()
-            .get(http::header::HOST)
-            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned());
-        Ok((key, sent))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::strip_port;
 
     /// The config crate spells the default types out (so that `gatehouse check` shows
     /// them) without depending on the layers crate: the two lists must stay one.
@@ -1452,118 +1333,6 @@ mod tests {
         }
     }
 
-    fn proxy(path: &str) -> super::fuzzing::Route<'_> {
-        super::fuzzing::Route {
-            path,
-            strip: false,
-            strict: true,
-            proxy: true,
-        }
-    }
-
-    /// Found by fuzz/fuzz_targets/route_forward.rs: a backend that trims each segment of
-    /// white space before resolving dots reads `/api/x/..%20/admin/y` as `/api/admin/y`.
-    #[test]
-    fn dot_segments_padded_with_white_space_are_refused() {
-        use super::ambiguous;
-        use super::fuzzing::{route, Outcome};
-        for p in [
-            "/api/x/..%20/admin/y",
-            "/a/%09..%20/b",
-            "/a/.%C2%A0/b",
-            "/a/%20%2e%2e",
-        ] {
-            assert!(ambiguous(p, false), "{p}");
-        }
-        assert!(!ambiguous("/a/..x%20/b", true));
-        assert!(!ambiguous("/a/%20/b", true));
-        let routes = [proxy("/api"), proxy("/api/admin")];
-        assert_eq!(
-            route(&routes, "/api/x/..%20/admin/y"),
-            Outcome::Refused(400)
-        );
-        assert_eq!(
-            route(&routes, "/api/x/a%20b/y"),
-            Outcome::Forward {
-                route: 0,
-                target: "/api/x/a%20b/y".into()
-            }
-        );
-    }
-
-    /// Found by fuzz/fuzz_targets/route_forward.rs: with routes `/admin.` and `/admin`,
-    /// `/admin./x` chose the longer one and was forwarded, and a backend that trims
-    /// trailing dots reads it as `/admin/x`, the shorter one's path. Only longer routes
-    /// were compared with the lenient reading.
-    #[test]
-    fn a_spelling_read_as_a_shorter_routes_path_is_refused() {
-        use super::fuzzing::{route, Outcome};
-        let routes = [proxy("/admin."), proxy("/admin")];
-        assert_eq!(route(&routes, "/admin./x"), Outcome::Refused(400));
-        assert_eq!(route(&routes, "/admin%2e/x"), Outcome::Refused(400));
-        assert_eq!(
-            route(&routes, "/admin/x."),
-            Outcome::Forward {
-                route: 1,
-                target: "/admin/x.".into()
-            }
-        );
-        // Two prefixes one without case: the first configured is the reader's, as routing's.
-        let routes = [proxy("/api"), proxy("/API")];
-        assert_eq!(route(&routes, "/API/x"), Outcome::Refused(400));
-        assert_eq!(
-            route(&routes, "/api/X"),
-            Outcome::Forward {
-                route: 0,
-                target: "/api/X".into()
-            }
-        );
-    }
-
-    /// Found by fuzz/fuzz_targets/route_forward.rs, each read by a lenient backend as
-    /// another route's path: `/Admin%2E` is `/admin.` without case (only the reading that
-    /// also trims was compared, and it reads `/admin`); `/%20/%C2%A0x` is `/x` once its
-    /// segments are trimmed and the empty ones dropped.
-    #[test]
-    fn each_lenient_reading_must_choose_the_route() {
-        use super::fuzzing::{route, Outcome};
-        let routes = [proxy("/"), proxy("/admin.")];
-        assert_eq!(route(&routes, "/Admin%2E"), Outcome::Refused(400));
-        assert_eq!(route(&routes, "/Admin%2E/x"), Outcome::Refused(400));
-        let routes = [proxy("/"), proxy("/x")];
-        assert_eq!(route(&routes, "/%20/%C2%A0x"), Outcome::Refused(400));
-        assert_eq!(route(&routes, "/%20%2F%20x/y"), Outcome::Refused(400));
-        assert_eq!(
-            route(&routes, "/%20/y"),
-            Outcome::Forward {
-                route: 0,
-                target: "/%20/y".into()
-            }
-        );
-    }
-
-    /// Found by fuzz/fuzz_targets/route_forward.rs: `http://a.test?q` has an empty path,
-    /// which `Uri::path` reads as `/`; it was forwarded as the request target `?q`.
-    #[test]
-    fn an_empty_path_is_forwarded_as_a_slash() {
-        use super::fuzzing::{route, Outcome};
-        let routes = [proxy("/")];
-        for (target, sent) in [
-            ("http://a.test?/admin", "/?/admin"),
-            ("http://a.test", "/"),
-            ("http://a.test/?q", "/?q"),
-        ] {
-            assert_eq!(
-                route(&routes, target),
-                Outcome::Forward {
-                    route: 0,
-                    target: sent.into()
-                },
-                "{target}"
-            );
-        }
-    }
-
     #[test]
     fn lenient_readings_fold_case_trim_and_decode() {
         use super::{loose_path, trimmed};
@@ -1579,13 +1348,5 @@ mod tests {
         assert_eq!(trimmed("/a/b.txt"), None);
         assert_eq!(trimmed("/a/b/"), None);
         assert_eq!(trimmed("/"), None);
-    }
-
-    #[test]
-    fn ports_are_stripped() {
-        assert_eq!(strip_port("example.com:8080"), "example.com");
-        assert_eq!(strip_port("example.com"), "example.com");
-        assert_eq!(strip_port("[::1]:8080"), "[::1]");
-        assert_eq!(strip_port("[::1]"), "[::1]");
     }
 }

@@ -139,7 +139,7 @@ impl Channel {
             let n = unsafe { libc::sendfile(fd, file.as_raw_fd(), &mut off, want) };
             match n {
                 n if n < 0 => Err(io::Error::last_os_error()),
-                0 => Err(crate::static_files::truncated()),
+                0 => Err(truncated()),
                 n => Ok(n as usize),
             }
         });
@@ -203,4 +203,12 @@ impl<F: Future> Future for Scope<F> {
         CURRENT.with(|c| *c.borrow_mut() = prev);
         out
     }
+}
+
+/// A file that ended before the length its response promised (truncated while sent).
+pub(crate) fn truncated() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "file truncated while being sent",
+    )
 }

@@ -182,7 +182,7 @@ pub(crate) async fn send(
                 // A timer is its runtime's: polled once that runtime has shut down, it
                 // panics. A pool is another runtime's only through `pools.first()`, the
                 // fallback for a slot without pools of its own.
-                let slot = crate::server::worker_slot();
+                let slot = crate::rt::worker_slot();
                 if c.slot != slot {
                     c.timer = Box::pin(tokio::time::sleep_until(deadline));
                     c.slot = slot;
@@ -293,7 +293,7 @@ async fn connect(
     let io = super::pool::connect_tcp(authority, settings).await?;
     Ok(Box::new(ConnState {
         timer: Box::pin(tokio::time::sleep_until(deadline)),
-        slot: crate::server::worker_slot(),
+        slot: crate::rt::worker_slot(),
         io,
         buf: BytesMut::with_capacity(INIT_BUF),
         wbuf: Vec::new(),

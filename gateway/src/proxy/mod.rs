@@ -27,7 +27,7 @@ pub mod health;
 mod pool;
 
 use crate::body::GateBody;
-use crate::static_files::plain;
+use crate::http_util::plain;
 use balance::{HashOn, Selector, Upstream};
 use bytes::Bytes;
 use gatehouse_config::{Policy, ProxyConfig};
@@ -245,7 +245,7 @@ impl Proxy {
         Proxy::with_slots(cfg, 1)
     }
 
-    /// The proxy with one connection pool per worker slot ([`crate::server::worker_slot`]).
+    /// The proxy with one connection pool per worker slot ([`crate::rt::worker_slot`]).
     pub fn with_slots(cfg: &ProxyConfig, slots: usize) -> std::io::Result<Proxy> {
         let mut upstreams = Vec::new();
         for u in &cfg.upstreams {
@@ -466,13 +466,13 @@ impl Inner {
     /// This worker's client; a slot past the pools built (a reload that changed nothing
     /// yet, or a thread that is no worker) shares the first.
     fn client(&self) -> &Client {
-        let slot = crate::server::worker_slot();
+        let slot = crate::rt::worker_slot();
         self.clients.get(slot).unwrap_or(&self.clients[0])
     }
 
     /// The pool for upstream `i` on this worker, when it is reached over plain HTTP/1.1.
     fn pool(&self, i: usize) -> Option<&Arc<pool::Pool>> {
-        let slot = crate::server::worker_slot();
+        let slot = crate::rt::worker_slot();
         let pools = self.pools.get(slot).or_else(|| self.pools.first())?;
         pools.get(i)?.as_ref()
     }
@@ -480,7 +480,7 @@ impl Inner {
     /// This worker's pools when every upstream has one (all are `http://` upstreams spoken
     /// to over HTTP/1.1): then a simple request never needs hyper's client.
     fn h1_pools(&self) -> Option<&[Option<Arc<pool::Pool>>]> {
-        let slot = crate::server::worker_slot();
+        let slot = crate::rt::worker_slot();
         let pools = self.pools.get(slot).or_else(|| self.pools.first())?;
         pools.iter().all(Option::is_some).then_some(&pools[..])
     }
@@ -1433,7 +1433,7 @@ mod tests {
     fn picked(proxy: &Proxy, slot: usize) -> (Option<usize>, Option<usize>, bool) {
         let inner = proxy.inner.clone();
         std::thread::spawn(move || {
-            crate::server::set_worker_slot(slot);
+            crate::rt::set_worker_slot(slot);
             let c = inner.client();
             let client = inner.clients.iter().position(|x| std::ptr::eq(x, c));
             let p = inner.pool(0).expect("a pool for http://");

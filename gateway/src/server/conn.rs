@@ -11,9 +11,9 @@
 //! so enforced to within one tick.
 
 use super::h2send;
-use super::sendfile::Channel;
 use crate::body::{BoxError, GateBody};
 use crate::router::{GatewayRouter, Pending, PendingLog, RouterFuture};
+use crate::sendfile::Channel;
 use bytes::Bytes;
 use gatehouse_layers::access_log::LogEnd;
 use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics, Started};

@@ -2,8 +2,7 @@
 //! of a server with `tls.redirect_http`, a redirect to HTTPS for everything else.
 
 use crate::body::GateBody;
-use crate::router::strip_port;
-use crate::static_files::plain;
+use crate::http_util::{plain, strip_port};
 use gatehouse_layers::acme::ChallengeTokens;
 use http::header::{AUTHORIZATION, HOST, LOCATION, TRANSFER_ENCODING};
 use http::{HeaderValue, Request, Response, StatusCode};

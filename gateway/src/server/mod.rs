@@ -8,10 +8,12 @@ mod conn;
 pub(crate) mod front;
 mod h2send;
 pub mod listener;
-pub(crate) mod sendfile;
 
 use crate::admin;
 use crate::router::GatewayRouter as Router;
+use crate::rt::{set_worker_slot, spawn_on_own_runtime};
+pub use crate::rt::{worker_slot, workers};
+use crate::sendfile;
 use crate::tls::acme::{Acme, AcmeStatus};
 use crate::tls::Tls;
 use front::Front;
@@ -29,12 +31,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// State shared by every runtime.
-/// Re-reads the configuration and swaps the routes. `Ok` lists the settings that changed
-/// but are read at start only (they wait for a restart); `Err` names what is wrong (the
-/// old configuration stays).
-pub type Reloader = Arc<dyn Fn() -> Result<Vec<String>, String> + Send + Sync>;
+pub use crate::admin::Reloader;
 
+/// State shared by every runtime.
 pub(crate) struct Shared {
     pub(crate) reloader: std::sync::Mutex<Option<Reloader>>,
     pub(crate) draining: AtomicBool,
@@ -58,6 +57,24 @@ impl Shared {
         while self.connections.load(Ordering::SeqCst) > 0 && !self.forced.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+impl admin::ServerView for Shared {
+    fn reloader(&self) -> Option<Reloader> {
+        self.reloader.lock().ok().and_then(|r| r.clone())
+    }
+
+    fn exporter(&self) -> Option<&crate::metrics::Exporter> {
+        self.exporter.get()
+    }
+
+    fn is_draining(&self) -> bool {
+        Shared::is_draining(self)
+    }
+
+    fn drained(&self) -> impl Future<Output = ()> + Send + '_ {
+        Shared::drained(self)
     }
 }
 
@@ -100,7 +117,7 @@ impl ConnSettings {
         builder
             .keep_alive(true)
             // Queue body chunks as they are, never copied into hyper's buffer: sendfile markers
-            // must reach the socket's writer untouched (see server::sendfile).
+            // must reach the socket's writer untouched (see crate::sendfile).
             .writev(true)
             .max_buf_size(config.limits.max_header_bytes.max(8192))
             .max_header_size(config.limits.max_header_bytes)
@@ -290,32 +307,6 @@ impl Handle {
     /// Connections open now.
     pub fn connections(&self) -> usize {
         self.shared.connections.load(Ordering::SeqCst)
-    }
-}
-
-thread_local! {
-    static WORKER_SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// Which worker this thread is (a per-core runtime, or a `shared` runtime's worker thread;
-/// 0 off the workers): state kept per worker, such as the proxy's connection pools, is
-/// indexed by it.
-pub fn worker_slot() -> usize {
-    WORKER_SLOT.with(|s| s.get())
-}
-
-pub(crate) fn set_worker_slot(slot: usize) {
-    WORKER_SLOT.with(|s| s.set(slot));
-}
-
-/// How many workers `config` runs, and so worker slots: runtimes in `per-core` mode, worker
-/// threads in `shared` mode (there a task may move between threads, so a slot is where most
-/// of a connection's work happens, not all of it).
-pub fn workers(config: &Config) -> usize {
-    if config.workers == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        config.workers
     }
 }
 
@@ -544,26 +535,6 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
         threads,
         drain: config.timeouts.drain,
     })
-}
-
-/// Runs `fut` on a current-thread runtime of its own, on a thread named `name`: work kept
-/// off the request path (the admin listener, ACME).
-pub(crate) fn spawn_on_own_runtime<F>(name: &str, fut: F) -> io::Result<JoinHandle<()>>
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    let name = name.to_string();
-    std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(move || {
-            match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt.block_on(fut),
-                Err(e) => tracing::error!("{name}: runtime: {e}"),
-            }
-        })
 }
 
 struct ConnGuard(Arc<Shared>, Arc<ListenerKind>);

@@ -119,7 +119,7 @@ impl Body for FileBody {
                         return Poll::Ready(Some(Err(io::Error::other("no file to read"))));
                     };
                     if this.sendfile {
-                        if let Some(ch) = crate::server::sendfile::current() {
+                        if let Some(ch) = crate::sendfile::current() {
                             match ch.offer(cx, &file, offset, len) {
                                 Poll::Ready(Some(marker)) => return this.took(marker),
                                 Poll::Ready(None) => {}
@@ -158,13 +158,6 @@ impl Body for FileBody {
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.remaining)
     }
-}
-
-pub(crate) fn truncated() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::UnexpectedEof,
-        "file truncated while being sent",
-    )
 }
 
 /// `preadv2(RWF_NOWAIT)`: the bytes if they are all in memory, `None` if reading would
@@ -213,7 +206,7 @@ fn read_nowait(file: &File, offset: u64, want: usize) -> io::Result<Option<Bytes
         };
     }
     if n == 0 {
-        return Err(truncated());
+        return Err(crate::sendfile::truncated());
     }
     // SAFETY: the first `start` bytes are zeroed here, and the kernel initialised the
     // `n` after them.
@@ -230,7 +223,7 @@ fn read_at(file: &File, offset: u64, want: usize) -> io::Result<Bytes> {
     buf.resize(start + want, 0);
     let n = file.read_at(&mut buf[start..], offset)?;
     if n == 0 {
-        return Err(truncated());
+        return Err(crate::sendfile::truncated());
     }
     buf.truncate(start + n);
     Ok(Bytes::from(buf).slice(start..))

@@ -11,12 +11,12 @@
 //! [`OpenFileCacheLayer`]: gatehouse_layers::open_file_cache::OpenFileCacheLayer
 
 pub(crate) mod body;
-pub(crate) use body::truncated;
 pub use body::FileBody;
 pub mod conditional;
 pub mod range;
 
 use crate::body::GateBody as Body;
+use crate::http_util::{add_slash, plain};
 use body::Segment;
 use bytes::Bytes;
 use conditional::Precondition;
@@ -24,7 +24,7 @@ use gatehouse_layers::open_file_cache::{FileCache, FileEntry, Resolved, Resolver
 use http::header::{
     ACCEPT_ENCODING, ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE,
     CONTENT_TYPE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE,
-    LAST_MODIFIED, LOCATION, RANGE,
+    LAST_MODIFIED, RANGE,
 };
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use range::Ranges;
@@ -405,42 +405,4 @@ fn boundary(entry: &FileEntry) -> String {
         .map(|&b| b as char)
         .collect();
     format!("gatehouse-{tag}")
-}
-
-pub(crate) fn add_slash(uri: &http::Uri) -> Response<Body> {
-    // A relative reference (RFC 9110 §10.2.2) to the last segment plus '/', so that it is
-    // right under whatever prefix the route was mounted at.
-    let path = uri.path();
-    let last = path.rsplit('/').next().unwrap_or("");
-    let mut loc = String::with_capacity(last.len() + 2);
-    if last.is_empty() {
-        loc.push_str("./");
-    } else {
-        loc.push_str(last);
-        loc.push('/');
-    }
-    if let Some(q) = uri.query() {
-        loc.push('?');
-        loc.push_str(q);
-    }
-    let mut res = plain(StatusCode::MOVED_PERMANENTLY, "moved permanently\n");
-    if let Ok(v) = HeaderValue::from_str(&loc) {
-        res.headers_mut().insert(LOCATION, v);
-    }
-    res
-}
-
-/// A short text response. A `&'static str` costs no copy; a `String` is moved in.
-pub(crate) fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<Body> {
-    let text: Bytes = text.into();
-    let len = text.len();
-    let mut res = Response::new(Body::full(text));
-    *res.status_mut() = status;
-    res.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    res.headers_mut()
-        .insert(CONTENT_LENGTH, HeaderValue::from(len));
-    res
 }

@@ -77,7 +77,7 @@ impl Acme {
 
     /// Runs the ordering and renewal loop on a thread of its own.
     pub fn spawn(self) -> std::io::Result<()> {
-        crate::server::spawn_on_own_runtime("gatehouse-acme", self.run()).map(|_| ())
+        crate::rt::spawn_on_own_runtime("gatehouse-acme", self.run()).map(|_| ())
     }
 
     fn cert_dir(&self, c: &AcmeCertConfig) -> PathBuf {
