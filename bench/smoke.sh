@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # A short run of bench/run.sh that checks what it produces: a row per scenario and server,
 # exactly the documented keys, traffic served, no errors, and CPU per request measured.
-# SMOKE_GATEHOUSE_ONLY=1: gatehouse alone, every scenario, and none of the checks of
-# bench/run.sh's own features (rounds, floors) — for a second build (the profile-guided
-# one), where what is in question is the build, not the script.
+# SMOKE_GATEHOUSE_ONLY=1: gatehouse alone (proxy-1k's backend is still an nginx), every
+# scenario, and none of the checks of bench/run.sh's own features (rounds, floors): for a
+# second build (the profile-guided one), where what is in question is the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 only=${SMOKE_GATEHOUSE_ONLY:-}
 if [ -n "$only" ]; then
-  NGINX='' CADDY='' DURATION=${DURATION:-1s} WARMUP=1s CONNECTIONS=16 OUT_DIR="$out" \
-    bash bench/run.sh > "$out/stdout"
+  env -u GATEHOUSE_BASE NGINX='' CADDY='' DURATION="${DURATION:-1s}" WARMUP=1s CONNECTIONS=16 \
+    OUT_DIR="$out" bash bench/run.sh > "$out/stdout"
 else
   DURATION=${DURATION:-1s} WARMUP=1s CONNECTIONS=16 OUT_DIR="$out" bash bench/run.sh > "$out/stdout"
 fi

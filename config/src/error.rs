@@ -17,6 +17,29 @@ impl fmt::Display for ConfigError {
 }
 
 /// Every problem found in one load; never empty.
+impl ConfigError {
+    /// One of figment's errors, its source found in `fig` (see [`ConfigErrors::from_figment`]).
+    pub(crate) fn from_figment(
+        e: &figment::Error,
+        fig: &figment::Figment,
+        own_metadata: bool,
+    ) -> Self {
+        let key = if e.path.is_empty() {
+            "(top level)".to_string()
+        } else {
+            key_path(&e.path)
+        };
+        let meta = e.metadata.as_ref().filter(|_| own_metadata);
+        // Looked up by the path's own segments: the displayed key may be quoted.
+        let source = describe_source(meta, fig, &e.path.join("."));
+        ConfigError {
+            key,
+            source,
+            reason: e.kind.to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
@@ -32,21 +55,10 @@ impl ConfigErrors {
         fig: &figment::Figment,
         own_metadata: bool,
     ) -> Self {
-        let mut out = Vec::new();
-        for e in err {
-            let key = if e.path.is_empty() {
-                "(top level)".to_string()
-            } else {
-                key_path(&e.path)
-            };
-            let meta = e.metadata.as_ref().filter(|_| own_metadata);
-            let source = describe_source(meta, fig, &key);
-            out.push(ConfigError {
-                key,
-                source,
-                reason: e.kind.to_string(),
-            });
-        }
+        let mut out: Vec<ConfigError> = err
+            .into_iter()
+            .map(|e| ConfigError::from_figment(&e, fig, own_metadata))
+            .collect();
         if out.is_empty() {
             out.push(ConfigError {
                 key: "(top level)".into(),

@@ -147,19 +147,23 @@ impl Loader {
             return Err(ConfigErrors(errors));
         };
         let mut removed: Vec<Vec<String>> = Vec::new();
-        let mut last = first;
+        // Whether `a`'s segments begin with all of `b`'s.
+        let under = |a: &[String], b: &[String]| a.len() >= b.len() && a[..b.len()] == *b;
+        let mut last: Vec<figment::Error> = first.into_iter().collect();
+        let mut complete = false;
         // Each round takes out at least one value, so this ends; the bound is for the
         // unforeseen (a path that can't be taken out is a stop, below).
         for _ in 0..256 {
             let mut progress = false;
-            for e in last {
+            for e in &last {
                 let mut path = e.path.clone();
                 if let figment::error::Kind::UnknownField(name, _) = &e.kind {
                     if path.last() != Some(name) {
                         path.push(name.clone());
                     }
                 }
-                // A value in a list can't be taken out alone: then the list goes.
+                // A value in a list can't be taken out alone (the rest would be
+                // renumbered): then the list goes, and what else is wrong in it is not seen.
                 while !path.is_empty() {
                     if remove(&mut data, &path) {
                         removed.push(path);
@@ -175,25 +179,41 @@ impl Loader {
             let retry = Figment::from(Serialized::defaults(&data));
             match retry.extract::<Config>() {
                 Ok(mut config) => {
+                    complete = true;
                     // What validation finds in what was taken out (or in what holds it) is
                     // a consequence of the errors above, not news.
                     if let Err(more) = validate::normalise_and_validate(&mut config, &fig) {
                         let related = |key: &str| {
-                            removed.iter().any(|p| {
-                                let p = p.join(".");
-                                key.starts_with(&p) || p.starts_with(key)
-                            })
+                            let key: Vec<String> = key.split('.').map(String::from).collect();
+                            removed.iter().any(|p| under(&key, p) || under(p, &key))
                         };
                         errors.extend(more.0.into_iter().filter(|e| !related(&e.key)));
                     }
                     break;
                 }
                 Err(e) => {
-                    // The retry's own metadata names no source; the original figment does.
-                    errors.extend(ConfigErrors::from_figment(e.clone(), &fig, false).0);
-                    last = e;
+                    last = e.into_iter().collect();
+                    for e in &last {
+                        // A required field taken out above is missing now: no news.
+                        if let figment::error::Kind::MissingField(name) = &e.kind {
+                            let mut p = e.path.clone();
+                            p.push(name.to_string());
+                            if removed.contains(&p) {
+                                continue;
+                            }
+                        }
+                        // The retry's own metadata names no source; the original figment does.
+                        errors.push(ConfigError::from_figment(e, &fig, false));
+                    }
                 }
             }
+        }
+        if !complete {
+            errors.push(ConfigError {
+                key: "(top level)".into(),
+                source: "the errors above".into(),
+                reason: "further errors may be hidden behind these".into(),
+            });
         }
         errors.dedup();
         Err(ConfigErrors(errors))

@@ -15,7 +15,7 @@ pub struct Config {
     #[serde(deserialize_with = "listen_addrs")]
     pub listen: Vec<SocketAddr>,
     /// Address of the admin listener (`/healthz`, `/readyz`, `/metrics`, `POST /reload`).
-    /// A host name is resolved; its first address is used.
+    /// A host name is resolved; its first IPv4 address is used, else its first.
     #[serde(deserialize_with = "listen_addr")]
     pub admin_listen: SocketAddr,
     /// Connections open at once on the admin listener; one more is closed on accept, so
@@ -968,9 +968,13 @@ fn listen_addrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::E
 fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     let s = String::deserialize(d)?;
     let found = resolve_listen(&s).map_err(serde::de::Error::custom)?;
+    // One address: an IPv4 one where the name has one (`localhost` often resolves to ::1
+    // first, where a probe to 127.0.0.1 would find nothing).
     found
-        .into_iter()
-        .next()
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(found.first())
+        .copied()
         .ok_or_else(|| serde::de::Error::custom(format!("{s:?}: the name has no address")))
 }
 

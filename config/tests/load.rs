@@ -490,3 +490,54 @@ fn listen_takes_names_and_listens_on_each_of_their_addresses() {
         assert!(e.contains("listen") && e.contains(bad), "{bad}: {e}");
     }
 }
+
+/// Found in review: errors that share a key's prefix, a required field taken out, and a
+/// quoted key each stayed hidden or named a wrong source.
+#[test]
+fn every_error_is_reported_once_with_its_file_position() {
+    let dir = std::env::temp_dir().join(format!("gatehouse-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("g.toml");
+    let root = std::env::temp_dir().display().to_string();
+    let load_file = |text: &str| {
+        std::fs::write(&file, format!("root = {root:?}\n{text}")).unwrap();
+        Loader::new()
+            .no_default_file()
+            .no_env()
+            .file(&file)
+            .load()
+            .unwrap_err()
+            .0
+    };
+    let f = file.display().to_string();
+
+    // A wrong type in h2_send_buffer_total must not hide h2_send_buffer's range error.
+    let e = load_file("[limits]\nh2_send_buffer = 1000\nh2_send_buffer_total = \"64M\"\n");
+    let keys: Vec<&str> = e.iter().map(|e| e.key.as_str()).collect();
+    assert!(keys.contains(&"limits.h2_send_buffer_total"), "{e:?}");
+    assert!(keys.contains(&"limits.h2_send_buffer"), "{e:?}");
+    assert!(e.iter().all(|e| e.source.starts_with(&f)), "{e:?}");
+
+    // A required field of the wrong type is one error, not also a missing one.
+    let e = load_file("[tls]\n[[tls.certs]]\ncert = 5\nkey = \"k.pem\"\n");
+    assert!(
+        e.iter()
+            .any(|e| e.key == "tls.certs.0.cert" && e.reason.contains("invalid type")),
+        "{e:?}"
+    );
+    assert!(
+        !e.iter().any(|e| e.reason.contains("missing field")),
+        "{e:?}"
+    );
+
+    // Unknown keys, quoted or not, each named with the file's line and column.
+    let e = load_file("lisen = 1\n\"a b\" = 2\n");
+    for (key, at) in [("lisen", ":2:1"), ("\"a b\"", ":3:1")] {
+        assert!(
+            e.iter()
+                .any(|e| e.key == key && e.source == format!("{f}{at}")),
+            "{key} at {at}: {e:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

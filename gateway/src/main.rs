@@ -96,6 +96,8 @@ fn check(o: Overrides) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The warnings start would log while loading (a certificate no SNI name chooses, say).
+    init_tracing("warn");
     // What start reads after the config, with the same code and messages, short of binding
     // sockets and contacting ACME or JWKS servers: routes (htpasswd files, log templates and
     // files, key files) and certificates.
@@ -161,6 +163,9 @@ fn run(o: Overrides) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before "listening on": a POST /reload that follows that line must find it set.
+    let reload = reloader(o, router.clone(), config.clone(), handle.tls().cloned());
+    handle.set_reloader(reload.clone());
     for a in handle.addrs() {
         tracing::info!(
             "listening on http://{a} ({:?} runtime); admin on http://{}",
@@ -171,8 +176,6 @@ fn run(o: Overrides) -> ExitCode {
     for a in handle.https_addrs() {
         tracing::info!("listening on https://{a}");
     }
-    let reload = reloader(o, router.clone(), config.clone(), handle.tls().cloned());
-    handle.set_reloader(reload.clone());
     let logs = router.clone();
     wait_for_signal(&reload, &move || logs.reopen_logs());
     tracing::info!("draining (up to {:?})", config.timeouts.drain);
@@ -243,7 +246,8 @@ fn restart_only_changes(started: &Config, now: &Config) -> Vec<&'static str> {
         })
     };
     [
-        ("listen", now.listen != started.listen),
+        // A name resolved again may list its addresses in another order.
+        ("listen", !same_addrs(&now.listen, &started.listen)),
         ("admin_listen", now.admin_listen != started.admin_listen),
         (
             "admin_max_connections",
@@ -270,6 +274,13 @@ fn restart_only_changes(started: &Config, now: &Config) -> Vec<&'static str> {
     .into_iter()
     .filter_map(|(key, changed)| changed.then_some(key))
     .collect()
+}
+
+fn same_addrs(a: &[std::net::SocketAddr], b: &[std::net::SocketAddr]) -> bool {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort();
+    b.sort();
+    a == b
 }
 
 fn wait_for_signal(reload: &gatehouse::server::Reloader, reopen: &dyn Fn()) {

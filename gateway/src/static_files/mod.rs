@@ -295,8 +295,9 @@ impl StaticFiles {
         self.add_cache_control(h, status);
     }
 
-    /// `cache_control` goes on 2xx and 304 only, as nginx's `add_header` without `always`:
-    /// a CDN told to keep a 404 or 412 for a day would serve it in place of the file.
+    /// `cache_control` goes on 2xx and 304 only (nginx's `add_header` without `always` is
+    /// close: it also skips every 4xx and 5xx): a CDN told to keep a 404 or 412 for a day
+    /// would serve it in place of the file.
     fn add_cache_control(&self, h: &mut HeaderMap, status: StatusCode) {
         if let Some(cc) = &self.inner.cache_control {
             if status.is_success() || status == StatusCode::NOT_MODIFIED {
