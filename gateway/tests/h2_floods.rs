@@ -398,6 +398,28 @@ fn wait_for(within: Duration, mut done: impl FnMut() -> bool) -> bool {
 
 const BIG: usize = 32 * 1024 * 1024;
 
+/// `conns` connections opened with a window of 0 (`trickle`: then a byte at a time), each
+/// with `streams` GETs of `/big.bin`.
+fn flooded(addr: std::net::SocketAddr, conns: u32, streams: u32, trickle: bool) -> Vec<FlowClient> {
+    (0..conns)
+        .map(|_| {
+            let c = FlowClient::open(addr, 0, trickle);
+            for i in 0..streams {
+                c.get(1 + 2 * i, "/big.bin");
+            }
+            c
+        })
+        .collect()
+}
+
+/// Streams that have their response head, over all `clients`.
+fn answered(clients: &[FlowClient]) -> usize {
+    clients
+        .iter()
+        .map(|c| c.with(|f| f.streams.values().filter(|s| s.headers).count()))
+        .sum()
+}
+
 /// The fixture site with a 32 MiB file, `big.bin`.
 fn site_with_big_file() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -422,31 +444,21 @@ fn zero_windows_pin_no_more_than_the_send_buffer() {
     others_served(g.addr);
     let rss0 = rss_kib(pid);
     let (conns, streams) = (3, 256);
-    let clients: Vec<FlowClient> = (0..conns)
-        .map(|_| {
-            let c = FlowClient::open(g.addr, 0, false);
-            for i in 0..streams {
-                c.get(1 + 2 * i, "/big.bin");
-            }
-            c
-        })
-        .collect();
-    let answered = || {
-        clients
-            .iter()
-            .map(|c| c.with(|f| f.streams.values().filter(|s| s.headers).count()))
-            .sum::<usize>()
-    };
+    let clients = flooded(g.addr, conns, streams, false);
     let all = wait_for(Duration::from_secs(20), || {
-        answered() == (conns * streams) as usize
+        answered(&clients) == (conns * streams) as usize
     });
     std::thread::sleep(Duration::from_millis(500));
     let rss = rss_kib(pid);
     println!(
         "{conns} connections x {streams} streams with a window of 0: {} answered, RSS {rss0} → {rss} KiB",
-        answered()
+        answered(&clients)
     );
-    assert!(all, "only {} of the streams were answered", answered());
+    assert!(
+        all,
+        "only {} of the streams were answered",
+        answered(&clients)
+    );
     assert!(
         rss < rss0 + conns as u64 * 8 * 1024,
         "RSS grew from {rss0} to {rss} KiB"
@@ -554,23 +566,9 @@ fn proxied_bodies_behind_closed_windows_are_bounded() {
     others_served(g.addr);
     let rss0 = rss_kib(pid);
     let (conns, streams) = (2, 256);
-    let clients: Vec<FlowClient> = (0..conns)
-        .map(|_| {
-            let c = FlowClient::open(g.addr, 0, true);
-            for i in 0..streams {
-                c.get(1 + 2 * i, "/big.bin");
-            }
-            c
-        })
-        .collect();
-    let answered = || {
-        clients
-            .iter()
-            .map(|c| c.with(|f| f.streams.values().filter(|s| s.headers).count()))
-            .sum::<usize>()
-    };
+    let clients = flooded(g.addr, conns, streams, true);
     let all = wait_for(Duration::from_secs(20), || {
-        answered() == (conns * streams) as usize
+        answered(&clients) == (conns * streams) as usize
     });
     let mut rss = rss_kib(pid);
     for _ in 0..5 {
@@ -589,9 +587,13 @@ fn proxied_bodies_behind_closed_windows_are_bounded() {
     println!(
         "{conns} connections x {streams} proxied streams, a byte of window at a time: {} \
          answered, {got} bytes sent, RSS {rss0} → {rss} KiB",
-        answered()
+        answered(&clients)
     );
-    assert!(all, "only {} of the streams were answered", answered());
+    assert!(
+        all,
+        "only {} of the streams were answered",
+        answered(&clients)
+    );
     assert!(got > 0, "no stream moved");
     assert!(
         rss < rss0 + conns as u64 * 8 * 1024,
