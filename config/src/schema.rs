@@ -934,13 +934,9 @@ fn resolve_listen(s: &str) -> Result<Vec<SocketAddr>, String> {
         return Ok(vec![a]);
     }
     match std::net::ToSocketAddrs::to_socket_addrs(s) {
+        // Duplicates (one per socket type from getaddrinfo) go in `listen_addrs`.
         Ok(found) => {
-            let mut out: Vec<SocketAddr> = Vec::new();
-            for a in found {
-                if !out.contains(&a) {
-                    out.push(a);
-                }
-            }
+            let out: Vec<SocketAddr> = found.collect();
             if out.is_empty() {
                 Err(format!("{s:?}: the name has no address"))
             } else {
