@@ -22,6 +22,8 @@
 //! assert_eq!(config.routes.len(), 1); // with no [[routes]], one static route serves `root`
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod schema;
 mod validate;

@@ -90,6 +90,18 @@ impl Default for MetricsConfig {
     }
 }
 
+impl Config {
+    /// How many workers run: `workers`, or with 0, one per core. Runtimes in `per-core`
+    /// mode, worker threads in `shared` mode.
+    pub fn worker_count(&self) -> usize {
+        if self.workers == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            self.workers
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -343,6 +355,10 @@ pub struct Route {
     /// Proxy to upstream servers (instead of `static`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyConfig>,
+    /// A Service the program mounts under this name (`gatehouse::router::Mounts`), instead
+    /// of `static` or `proxy`. The gatehouse binary mounts none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
     /// Compression of the route's responses, on by default.
     #[serde(default)]
     pub compression: CompressionConfig,
@@ -839,6 +855,7 @@ impl Route {
                 ..StaticConfig::default()
             }),
             proxy: None,
+            mount: None,
             compression: CompressionConfig::default(),
             access_log: None,
             access: None,

@@ -229,6 +229,19 @@ pub(crate) fn normalise_and_validate(
             }
         }
 
+        if let Some(name) = &route.mount {
+            if route.static_files.is_some() || route.proxy.is_some() {
+                c.err(
+                    format!("{k}.mount"),
+                    "a route mounts one service: [routes.static], [routes.proxy] or mount, not two",
+                );
+            }
+            if name.is_empty() {
+                c.err(format!("{k}.mount"), "must name the Service mounted");
+            }
+            check_compression(&mut c, &k, &route.compression);
+            continue;
+        }
         if let Some(px) = &route.proxy {
             if route.static_files.is_some() {
                 c.err(
