@@ -16,7 +16,7 @@ mod common;
 
 use arbitrary::Arbitrary;
 use base64::Engine;
-use gatehouse_layers::auth::{BasicAuth, Htpasswd, Verdict};
+use gatehouse_layers::auth::{AuthError, BasicAuth, Htpasswd, Verdict};
 use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
@@ -203,11 +203,9 @@ fn run(input: Input) {
             let slow = |t: &str| t.contains("$2") || t.contains("$5$") || t.contains("$6$");
             match Htpasswd::parse(&text) {
                 Err(e) => {
-                    let n: usize = e
-                        .strip_prefix("line ")
-                        .and_then(|r| r.split(':').next())
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or_else(|| panic!("{e:?} names no line"));
+                    let AuthError::Htpasswd { line: n, .. } = e else {
+                        panic!("{e:?} names no line");
+                    };
                     assert!(n >= 1 && n <= text.lines().count(), "{e:?}");
                 }
                 Ok(users) => {

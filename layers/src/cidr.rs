@@ -32,6 +32,11 @@ impl CidrSet {
         self.nets.is_empty()
     }
 
+    /// The set's networks, as `(network, prefix length)`.
+    pub fn nets(&self) -> impl Iterator<Item = (IpAddr, u8)> + '_ {
+        self.nets.iter().copied()
+    }
+
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
         self.nets.iter().any(|&(net, len)| match (net, ip) {

@@ -12,20 +12,28 @@
 //!   the request.
 //! - [`auth`]: HTTP Basic from an htpasswd file, Bearer JWTs, forward auth.
 //! - [`metrics`]: request metrics per route for Prometheus, and the process's own.
+//! - [`ip_filter`]: client IP allow and deny rules, answering 403.
 //! - [`rate_limit`]: a token bucket per client address, answering 429 with `Retry-After`.
+//! - [`client`]: the client address the layers read, and how a server passes it.
 //! - [`cidr`]: IP network sets and the client address behind trusted proxies.
 //! - [`path`]: the one path normalisation every layer and the router share.
 
-#![forbid(unsafe_op_in_unsafe_fn)]
+// The few FFI calls (libc) each allow it where they are, with a SAFETY comment.
+#![deny(unsafe_code, clippy::undocumented_unsafe_blocks)]
 
 #[cfg(feature = "access-log")]
 pub mod access_log;
 #[cfg(feature = "acme")]
 pub mod acme;
+#[cfg(any(feature = "acme", feature = "rate-limit", feature = "ip-filter"))]
+mod answer;
 #[cfg(feature = "auth")]
 pub mod auth;
 pub mod cidr;
+pub mod client;
 pub mod clock;
+#[cfg(feature = "ip-filter")]
+pub mod ip_filter;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 #[cfg(feature = "open-file-cache")]
@@ -44,7 +52,12 @@ pub mod watched;
 
 /// A short plain-text answer (an error page) with its length: the one the layers give
 /// when they answer instead of the Service.
-#[cfg(any(feature = "auth", feature = "rate-limit", feature = "precompress"))]
+#[cfg(any(
+    feature = "auth",
+    feature = "rate-limit",
+    feature = "precompress",
+    feature = "ip-filter"
+))]
 pub(crate) fn text_response(
     status: http::StatusCode,
     body: &'static str,

@@ -4,7 +4,7 @@
 
 use axum::{body::Body, routing::get, Router};
 use base64::Engine;
-use gatehouse_layers::auth::{AuthLayer, BasicAuth, Htpasswd, Verdict};
+use gatehouse_layers::auth::{AuthError, AuthLayer, BasicAuth, Htpasswd, Verdict};
 use http::{HeaderMap, Request, StatusCode};
 use std::time::Duration;
 use tower::ServiceExt;
@@ -30,8 +30,39 @@ fn every_hash_kind_verifies_the_right_password_only() {
         assert!(!f.verify(user, ""), "{user}");
     }
     assert!(!f.verify("nobody", "s3cret"));
-    let e = Htpasswd::parse("x:plaintext\n").unwrap_err();
-    assert!(e.contains("line 1") && e.contains("\"x\""), "{e}");
+    match Htpasswd::parse("# users\nx:plaintext\n") {
+        Err(AuthError::Htpasswd {
+            path: None,
+            line: 2,
+            problem,
+        }) => assert!(problem.contains("\"x\""), "{problem}"),
+        other => panic!("{other:?}"),
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.htpasswd");
+    let e = BasicAuth::open(&missing, "r", Duration::from_secs(1)).unwrap_err();
+    assert!(
+        matches!(&e, AuthError::Read { path, .. } if *path == missing),
+        "{e}"
+    );
+    let bad = dir.path().join("bad.htpasswd");
+    std::fs::write(&bad, "y\n").unwrap();
+    match BasicAuth::open(&bad, "r", Duration::from_secs(1)) {
+        Err(
+            e @ AuthError::Htpasswd {
+                path: Some(_),
+                line: 1,
+                ..
+            },
+        ) => {
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("{}: line 1", bad.display())),
+                "{e}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The CPU time this thread spent in `f`: unlike the time on the clock, not lengthened

@@ -30,10 +30,11 @@ pub const SCRIPT: &str = include_str!("../../../bench/app.js");
 
 pub fn app(o: &Options) -> Result<App, String> {
     // Once per process; a second app (a test) gets the same handle.
-    let metrics = gatehouse_layers::metrics::install()?;
+    let metrics = gatehouse_layers::metrics::install().map_err(|e| e.to_string())?;
     let log = LogWriter::open(Destination::File(o.access_log.clone()), None, 8 << 20)
         .map_err(|e| format!("{}: {e}", o.access_log.display()))?;
-    let auth = BasicAuth::open(&o.htpasswd, "admin", Duration::from_secs(60))?;
+    let auth = BasicAuth::open(&o.htpasswd, "admin", Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
 
     let admin = Router::new()
         .route("/admin", get(|| async { "the admin area\n" }))

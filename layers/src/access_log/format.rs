@@ -43,11 +43,6 @@ pub struct UpstreamInfo {
     pub time: Duration,
 }
 
-/// The client's address, as a request extension, for use outside gatehouse's own server
-/// (which passes it directly).
-#[derive(Clone, Copy, Debug)]
-pub struct ClientAddr(pub SocketAddr);
-
 // A constant: a name given as a string is parsed on every lookup.
 static X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
@@ -213,10 +208,40 @@ const FIELDS: &[(&str, Field)] = &[
     ("aborted", Field::Aborted),
 ];
 
+/// Why [`Format::template`] refused a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// A `${` without its `}`.
+    Unclosed,
+    /// A `$name` that is no field; its Display lists the fields there are.
+    UnknownField(String),
+}
+
+impl std::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormatError::Unclosed => f.write_str("a '${' without its '}'"),
+            FormatError::UnknownField(name) => {
+                write!(f, "unknown field ${name}; the fields are ")?;
+                for (i, (n, _)) in FIELDS.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    f.write_str(n)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
 impl Format {
     /// Parses a template such as `$remote_addr "$request" $status ${duration_us}us`.
     /// An unknown field is an error naming it and the fields there are.
-    pub fn template(t: &str) -> Result<Format, String> {
+    pub fn template(t: &str) -> Result<Format, FormatError> {
         let mut pieces = Vec::new();
         let mut lit = String::new();
         let mut rest = t;
@@ -224,7 +249,7 @@ impl Format {
             lit.push_str(&rest[..i]);
             rest = &rest[i + 1..];
             let (name, after) = if let Some(r) = rest.strip_prefix('{') {
-                let end = r.find('}').ok_or("a '${' without its '}'")?;
+                let end = r.find('}').ok_or(FormatError::Unclosed)?;
                 (&r[..end], &r[end + 1..])
             } else {
                 let end = rest
@@ -233,11 +258,7 @@ impl Format {
                 (&rest[..end], &rest[end..])
             };
             let Some(&(_, f)) = FIELDS.iter().find(|(n, _)| *n == name) else {
-                let known: Vec<&str> = FIELDS.iter().map(|(n, _)| *n).collect();
-                return Err(format!(
-                    "unknown field ${name}; the fields are {}",
-                    known.join(", ")
-                ));
+                return Err(FormatError::UnknownField(name.to_string()));
             };
             if !lit.is_empty() {
                 pieces.push(Piece::Lit(std::mem::take(&mut lit)));

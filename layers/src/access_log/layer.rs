@@ -1,4 +1,4 @@
-use super::{AccessLog, AccessLogService};
+use super::{AccessLog, AccessLogging};
 use tower_layer::Layer;
 
 /// Logs every request of the Service it wraps. See the [module docs](super).
@@ -14,10 +14,10 @@ impl AccessLogLayer {
 }
 
 impl<S> Layer<S> for AccessLogLayer {
-    type Service = AccessLogService<S>;
+    type Service = AccessLogging<S>;
 
-    fn layer(&self, inner: S) -> AccessLogService<S> {
-        AccessLogService {
+    fn layer(&self, inner: S) -> AccessLogging<S> {
+        AccessLogging {
             inner,
             log: self.log.clone(),
         }

@@ -31,18 +31,22 @@
 //! # assert!(log.contains("\"GET / HTTP/1.1\" 200 5"), "{log}");
 //! ```
 //!
-//! The client's address comes from a [`ClientAddr`] request extension when there is one.
+//! The client's address is [`client_addr`](crate::client::client_addr)'s: a [`ClientAddr`]
+//! request extension, else axum's `ConnectInfo` (with the `axum` feature).
 
 mod body;
 pub mod format;
+mod future;
 mod layer;
 mod service;
 pub mod writer;
 
+pub use crate::client::ClientAddr;
 pub use body::{LogBody, LogEnd};
-pub use format::{ClientAddr, Field, Format, Record, UpstreamInfo};
+pub use format::{Field, Format, FormatError, Record, UpstreamInfo};
+pub use future::ResponseFuture;
 pub use layer::AccessLogLayer;
-pub use service::{AccessLogService, ResponseFuture};
+pub use service::AccessLogging;
 pub use writer::{Destination, LogWriter, Rotation};
 
 use std::sync::Arc;

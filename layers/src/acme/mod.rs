@@ -21,6 +21,7 @@
 mod layer;
 mod service;
 
+pub use crate::answer::ResponseFuture;
 pub use layer::AcmeChallengeLayer;
 pub use service::AcmeChallenge;
 

@@ -1,6 +1,5 @@
-use super::ChallengeTokens;
+use super::{ChallengeTokens, ResponseFuture};
 use bytes::Bytes;
-use futures_util::future::{Either, Ready};
 use http::{Request, Response};
 use std::task::{Context, Poll};
 use tower_service::Service;
@@ -29,7 +28,7 @@ where
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = Either<Ready<Result<Response<ResBody>, S::Error>>, S::Future>;
+    type Future = ResponseFuture<S::Future, ResBody>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -37,8 +36,8 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         match self.tokens.respond(&req) {
-            Some(res) => Either::Left(futures_util::future::ready(Ok(res.map(ResBody::from)))),
-            None => Either::Right(self.inner.call(req)),
+            Some(res) => ResponseFuture::answer(res.map(ResBody::from)),
+            None => ResponseFuture::inner(self.inner.call(req)),
         }
     }
 }

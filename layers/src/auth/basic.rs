@@ -1,6 +1,6 @@
 //! HTTP Basic (RFC 7617) against an htpasswd file.
 
-use super::Htpasswd;
+use super::{AuthError, Htpasswd};
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderValue, Response};
@@ -68,17 +68,30 @@ impl BasicAuth {
     }
 
     /// Loads `path`; `realm` is shown by browsers; successes are remembered for `ttl`.
-    pub fn open(path: impl AsRef<Path>, realm: &str, ttl: Duration) -> Result<BasicAuth, String> {
+    pub fn open(
+        path: impl AsRef<Path>,
+        realm: &str,
+        ttl: Duration,
+    ) -> Result<BasicAuth, AuthError> {
         let path = path.as_ref().to_path_buf();
         let seen = stamp(&path);
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let users = Htpasswd::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|source| AuthError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let users = Htpasswd::parse(&text).map_err(|e| match e {
+            AuthError::Htpasswd { line, problem, .. } => AuthError::Htpasswd {
+                path: Some(path.clone()),
+                line,
+                problem,
+            },
+            e => e,
+        })?;
         let quoted = realm.replace('\\', "\\\\").replace('"', "\\\"");
         // RFC 7617 §2.1: the charset parameter says credentials are UTF-8.
         let challenge =
             HeaderValue::from_str(&format!("Basic realm=\"{quoted}\", charset=\"UTF-8\""))
-                .map_err(|_| format!("realm {realm:?} can't be sent in a header"))?;
+                .map_err(|_| AuthError::Realm(realm.to_string()))?;
         let mut salt = [0u8; 16];
         let t = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -216,7 +229,10 @@ impl BasicAuth {
         *seen = current;
         let path = &self.inner.path;
         match std::fs::read_to_string(path)
-            .map_err(|e| e.to_string())
+            .map_err(|source| AuthError::Read {
+                path: path.clone(),
+                source,
+            })
             .and_then(|t| Htpasswd::parse(&t))
         {
             Ok(users) => {

@@ -10,7 +10,7 @@
 //! - Anything else, no answer within the timeout, or no connection: 503. A failing auth
 //!   service never lets a request in.
 
-use super::{Check, Client, Grant};
+use super::{AuthError, Check, Client, Grant};
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, LOCATION, SET_COOKIE, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
@@ -77,16 +77,19 @@ impl ForwardAuth {
 
     /// An auth service at `url` (`http://` or `https://`). Needs a tokio runtime when
     /// checking.
-    pub fn new(url: &str, o: &ForwardOptions) -> Result<ForwardAuth, String> {
-        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?}: {e}"))?;
+    pub fn new(url: &str, o: &ForwardOptions) -> Result<ForwardAuth, AuthError> {
+        let bad_url = |problem: String| AuthError::Url {
+            url: url.to_string(),
+            problem,
+        };
+        let parsed = reqwest::Url::parse(url).map_err(|e| bad_url(e.to_string()))?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-            return Err(format!("{url:?} is not an http:// or https:// URL"));
+            return Err(bad_url("not an http:// or https:// URL".into()));
         }
         let names = |list: &[String]| {
             list.iter()
                 .map(|h| {
-                    HeaderName::try_from(h.as_str())
-                        .map_err(|_| format!("{h:?} is not a header name"))
+                    HeaderName::try_from(h.as_str()).map_err(|_| AuthError::HeaderName(h.clone()))
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
@@ -95,7 +98,7 @@ impl ForwardAuth {
             // The auth service's redirects go to the client, not followed here.
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| format!("forward auth client: {e}"))?;
+            .map_err(AuthError::Client)?;
         Ok(ForwardAuth {
             inner: Arc::new(Inner {
                 url: parsed,

@@ -1,6 +1,7 @@
 //! htpasswd files: `user:hash` lines, with bcrypt (`$2y$`, `$2b$`, `$2a$`), SHA-256-crypt
 //! (`$5$`), SHA-512-crypt (`$6$`), Apache's MD5 (`$apr1$`) and `{SHA}` hashes.
 
+use super::AuthError;
 use md5::Digest as _;
 use std::collections::HashMap;
 use subtle::ConstantTimeEq;
@@ -64,67 +65,69 @@ impl Htpasswd {
     /// Parses a file's text. Blank lines and `#` comments are skipped; a line with a hash
     /// of a kind not supported (plain text, DES crypt), or a malformed one, is an error
     /// naming its line.
-    pub fn parse(text: &str) -> Result<Htpasswd, String> {
+    pub fn parse(text: &str) -> Result<Htpasswd, AuthError> {
         let mut users = HashMap::new();
         let mut decoys: Vec<(Cost, Hash)> = Vec::new();
         for (n, line) in text.lines().enumerate() {
+            let bad = |problem: String| AuthError::Htpasswd {
+                path: None,
+                line: n + 1,
+                problem,
+            };
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
             let Some((user, hash)) = line.split_once(':') else {
-                return Err(format!("line {}: not user:hash", n + 1));
+                return Err(bad("not user:hash".into()));
             };
             // A malformed hash would fail at once, quicker than a well-formed one of its
             // kind: it is refused here rather than let that user be told apart.
-            let malformed =
-                |kind: &str| format!("line {}: user {user:?} has a malformed {kind} hash", n + 1);
-            let h = if hash.starts_with("$2y$")
-                || hash.starts_with("$2b$")
-                || hash.starts_with("$2a$")
-            {
-                let cost = hash
-                    .parse::<bcrypt::HashParts>()
-                    .map(|p| p.get_cost())
-                    .ok()
-                    .filter(|c| (4..=31).contains(c))
-                    .ok_or_else(|| malformed("bcrypt"))?;
-                Hash::Bcrypt {
-                    hash: hash.to_string(),
-                    cost,
-                }
-            } else if hash.starts_with("$5$") || hash.starts_with("$6$") {
-                let sha512 = hash.starts_with("$6$");
-                let rounds =
-                    sha_crypt_rounds(hash, sha512).ok_or_else(|| malformed("SHA-crypt"))?;
-                Hash::ShaCrypt {
-                    hash: hash.to_string(),
-                    sha512,
-                    rounds,
-                }
-            } else if let Some(rest) = hash.strip_prefix("$apr1$") {
-                let Some((salt, h)) = rest.split_once('$') else {
-                    return Err(format!("line {}: a $apr1$ hash without its salt", n + 1));
+            let malformed = |kind: &str| bad(format!("user {user:?} has a malformed {kind} hash"));
+            let h =
+                if hash.starts_with("$2y$") || hash.starts_with("$2b$") || hash.starts_with("$2a$")
+                {
+                    let cost = hash
+                        .parse::<bcrypt::HashParts>()
+                        .map(|p| p.get_cost())
+                        .ok()
+                        .filter(|c| (4..=31).contains(c))
+                        .ok_or_else(|| malformed("bcrypt"))?;
+                    Hash::Bcrypt {
+                        hash: hash.to_string(),
+                        cost,
+                    }
+                } else if hash.starts_with("$5$") || hash.starts_with("$6$") {
+                    let sha512 = hash.starts_with("$6$");
+                    let rounds =
+                        sha_crypt_rounds(hash, sha512).ok_or_else(|| malformed("SHA-crypt"))?;
+                    Hash::ShaCrypt {
+                        hash: hash.to_string(),
+                        sha512,
+                        rounds,
+                    }
+                } else if let Some(rest) = hash.strip_prefix("$apr1$") {
+                    let Some((salt, h)) = rest.split_once('$') else {
+                        return Err(bad("a $apr1$ hash without its salt".into()));
+                    };
+                    Hash::Apr1 {
+                        salt: salt.to_string(),
+                        hash: h.to_string(),
+                    }
+                } else if let Some(b64) = hash.strip_prefix("{SHA}") {
+                    use base64::Engine;
+                    let raw = base64::engine::general_purpose::STANDARD
+                        .decode(b64)
+                        .map_err(|_| bad("{SHA} hash is not base64".into()))?;
+                    let arr: [u8; 20] = raw
+                        .try_into()
+                        .map_err(|_| bad("{SHA} hash is not 20 bytes".into()))?;
+                    Hash::Sha1(arr)
+                } else {
+                    return Err(bad(format!(
+                    "user {user:?} has a hash of a kind not supported (use bcrypt: htpasswd -B)"
+                )));
                 };
-                Hash::Apr1 {
-                    salt: salt.to_string(),
-                    hash: h.to_string(),
-                }
-            } else if let Some(b64) = hash.strip_prefix("{SHA}") {
-                use base64::Engine;
-                let raw = base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|_| format!("line {}: {{SHA}} hash is not base64", n + 1))?;
-                let arr: [u8; 20] = raw
-                    .try_into()
-                    .map_err(|_| format!("line {}: {{SHA}} hash is not 20 bytes", n + 1))?;
-                Hash::Sha1(arr)
-            } else {
-                return Err(format!(
-                    "line {}: user {user:?} has a hash of a kind not supported (use bcrypt: htpasswd -B)",
-                    n + 1
-                ));
-            };
             if !decoys.iter().any(|(c, _)| *c == h.cost()) {
                 decoys.push((h.cost(), h.clone()));
             }
@@ -359,7 +362,7 @@ mod tests {
         ] {
             let e = Htpasswd::parse(&format!("ok:{APR1}\nx:{bad}\n")).unwrap_err();
             assert!(
-                e.contains("line 2") && e.contains("malformed"),
+                matches!(&e, AuthError::Htpasswd { line: 2, problem, .. } if problem.contains("malformed")),
                 "{bad}: {e}"
             );
         }

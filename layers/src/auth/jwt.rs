@@ -10,7 +10,7 @@
 //! made-up `kid`s can't make the gateway hammer the key server; concurrent requests wait
 //! on one fetch. A failed fetch keeps the keys held.
 
-use super::{Check, Grant};
+use super::{AuthError, Check, Grant};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
@@ -128,16 +128,22 @@ impl JwtAuth {
 
     /// Reads the key file: a JWK set (JSON with `keys`), a PEM public key for RS/PS, ES or
     /// EdDSA algorithms, or the raw secret for HS algorithms.
-    pub fn from_key_file(path: impl AsRef<Path>, o: &JwtOptions) -> Result<JwtAuth, String> {
+    pub fn from_key_file(path: impl AsRef<Path>, o: &JwtOptions) -> Result<JwtAuth, AuthError> {
         let path = path.as_ref();
-        let raw = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let raw = std::fs::read(path).map_err(|source| AuthError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let algs = algorithms(o)?;
         let keys = if let Ok(set) = serde_json::from_slice::<JwkSet>(&raw) {
             let mut keys = Vec::new();
             for jwk in &set.keys {
                 let kid = jwk.common.key_id.clone().unwrap_or_default();
-                let k = DecodingKey::from_jwk(jwk)
-                    .map_err(|e| format!("{}: key {kid:?}: {e}", path.display()))?;
+                let k = DecodingKey::from_jwk(jwk).map_err(|source| AuthError::Key {
+                    path: path.to_path_buf(),
+                    kid: Some(kid.clone()),
+                    source,
+                })?;
                 keys.push((kid, k));
             }
             Keys::Set(keys)
@@ -148,7 +154,11 @@ impl JwtAuth {
                 Family::Ec => DecodingKey::from_ec_pem(&raw),
                 Family::Ed => DecodingKey::from_ed_pem(&raw),
             }
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| AuthError::Key {
+                path: path.to_path_buf(),
+                kid: None,
+                source,
+            })?;
             Keys::One(k)
         };
         Self::build(keys, None, algs, o)
@@ -156,17 +166,25 @@ impl JwtAuth {
 
     /// Keys from a JWK set at `url`, fetched when first needed (see the module docs).
     /// Needs a tokio runtime when checking.
-    pub fn from_jwks_url(url: &str, o: &JwtOptions, jwks: JwksOptions) -> Result<JwtAuth, String> {
+    pub fn from_jwks_url(
+        url: &str,
+        o: &JwtOptions,
+        jwks: JwksOptions,
+    ) -> Result<JwtAuth, AuthError> {
         let algs = algorithms(o)?;
-        let parsed: http::Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+        let bad_url = |problem: String| AuthError::Url {
+            url: url.to_string(),
+            problem,
+        };
+        let parsed: http::Uri = url.parse().map_err(|e| bad_url(format!("{e}")))?;
         if !matches!(parsed.scheme_str(), Some("http" | "https")) {
-            return Err(format!("{url:?} is not an http:// or https:// URL"));
+            return Err(bad_url("not an http:// or https:// URL".into()));
         }
         let client = reqwest::Client::builder()
             .timeout(jwks.timeout)
             .redirect(reqwest::redirect::Policy::limited(3))
             .build()
-            .map_err(|e| format!("jwks client: {e}"))?;
+            .map_err(AuthError::Client)?;
         let remote = Remote {
             url: url.to_string(),
             client,
@@ -183,7 +201,7 @@ impl JwtAuth {
         remote: Option<Remote>,
         algs: Vec<Algorithm>,
         o: &JwtOptions,
-    ) -> Result<JwtAuth, String> {
+    ) -> Result<JwtAuth, AuthError> {
         let mut v = Validation::new(algs[0]);
         v.algorithms = algs;
         v.leeway = o.leeway.as_secs();
@@ -209,13 +227,12 @@ impl JwtAuth {
             .map(|(c, h)| {
                 HeaderName::try_from(h.as_str())
                     .map(|h| (c.clone(), h))
-                    .map_err(|_| format!("{h:?} is not a header name"))
+                    .map_err(|_| AuthError::HeaderName(h.clone()))
             })
             .collect::<Result<_, _>>()?;
         let quoted = o.realm.replace('\\', "\\\\").replace('"', "\\\"");
-        let hv = |s: String| {
-            HeaderValue::from_str(&s).map_err(|_| format!("realm {:?} can't be sent", o.realm))
-        };
+        let hv =
+            |s: String| HeaderValue::from_str(&s).map_err(|_| AuthError::Realm(o.realm.clone()));
         Ok(JwtAuth {
             inner: Arc::new(Inner {
                 keys: ArcSwap::from_pointee(keys),
@@ -398,17 +415,20 @@ impl JwtAuth {
     }
 }
 
-fn algorithms(o: &JwtOptions) -> Result<Vec<Algorithm>, String> {
+fn algorithms(o: &JwtOptions) -> Result<Vec<Algorithm>, AuthError> {
     let algs: Vec<Algorithm> = o
         .algorithms
         .iter()
-        .map(|a| a.parse().map_err(|_| format!("unknown algorithm {a:?}")))
+        .map(|a| {
+            a.parse()
+                .map_err(|_| AuthError::UnknownAlgorithm(a.clone()))
+        })
         .collect::<Result<_, _>>()?;
     let Some(first) = algs.first() else {
-        return Err("at least one algorithm is needed".into());
+        return Err(AuthError::NoAlgorithm);
     };
     if algs.iter().any(|a| family(*a) != family(*first)) {
-        return Err("the algorithms must all use the same kind of key".into());
+        return Err(AuthError::MixedAlgorithms);
     }
     Ok(algs)
 }

@@ -35,16 +35,22 @@
 //! ```
 
 mod basic;
+mod error;
 pub mod forward;
+mod future;
 mod htpasswd;
 pub mod jwt;
 mod layer;
+mod service;
 
 pub use basic::{BasicAuth, Pending, Verdict};
+pub use error::AuthError;
 pub use forward::{ForwardAuth, ForwardOptions};
+pub use future::ResponseFuture;
 pub use htpasswd::Htpasswd;
 pub use jwt::{JwksOptions, JwtAuth, JwtOptions};
-pub use layer::{AuthLayer, AuthService};
+pub use layer::AuthLayer;
+pub use service::RequireAuth;
 
 use bytes::Bytes;
 use http::header::WWW_AUTHENTICATE;

@@ -74,9 +74,11 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, v: f64) {
 }
 
 /// User + system CPU of every thread, to the microsecond.
+#[allow(unsafe_code)] // FFI: getrusage.
 pub fn cpu_seconds() -> Option<f64> {
-    // SAFETY: getrusage fills the struct it is given and nothing else.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given and nothing else.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return None;
     }
@@ -84,6 +86,7 @@ pub fn cpu_seconds() -> Option<f64> {
     Some(secs(ru.ru_utime) + secs(ru.ru_stime))
 }
 
+#[allow(unsafe_code)] // FFI: sysconf.
 fn page_size() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -102,15 +105,18 @@ fn memory() -> Option<(f64, f64)> {
     Some((size * page_size(), resident * page_size()))
 }
 
+#[allow(unsafe_code)] // FFI: getrlimit.
 fn max_fds() -> Option<f64> {
-    // SAFETY: getrlimit fills the struct it is given.
+    // SAFETY: rlimit is two integers, for which zeroes are valid.
     let mut rl: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit fills the struct it is given.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
         return None;
     }
     Some(rl.rlim_cur as f64)
 }
 
+#[allow(unsafe_code)] // FFI: sysconf.
 fn start_time() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command, which is in parentheses and may hold spaces.

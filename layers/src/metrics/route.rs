@@ -1,4 +1,4 @@
-use super::{LatencyHistogram, BYTES, DURATION, DURATION_HELP, IN_FLIGHT, REQUESTS};
+use super::{names, LatencyHistogram, DURATION_HELP};
 use crate::tally::Tally;
 use http::Method;
 use metrics::{Counter, SharedString};
@@ -111,7 +111,7 @@ pub fn refresh() {
     // Read in this order, a request can't be finished without being started.
     let finished = FINISHED.get();
     let started = STARTED.get();
-    metrics::gauge!(IN_FLIGHT).set(started.saturating_sub(finished) as f64);
+    metrics::gauge!(names().in_flight).set(started.saturating_sub(finished) as f64);
 }
 
 impl std::fmt::Debug for RouteMetrics {
@@ -149,14 +149,15 @@ pub struct Started {
 }
 
 impl RouteMetrics {
-    /// The handles for the route named `route` (the `route` label).
+    /// The handles for the route named `route` (the `route` label), under the names
+    /// [`install_with_prefix`](super::install_with_prefix) chose: install first.
     pub fn new(route: &str) -> RouteMetrics {
         let route = SharedString::from(route.to_string());
         let labels = [("route", route.clone())];
         let shared = Arc::new(Shared {
             requests: std::array::from_fn(|_| OnceLock::new()),
-            duration: super::latency_histogram(DURATION, DURATION_HELP, "route", &route),
-            bytes: Slot::new(metrics::counter!(BYTES, &labels)),
+            duration: super::latency_histogram(names().duration, DURATION_HELP, "route", &route),
+            bytes: Slot::new(metrics::counter!(names().bytes, &labels)),
             route,
         });
         ROUTES
@@ -204,7 +205,7 @@ impl RouteMetrics {
 impl Shared {
     fn counter(&self, method: usize, status: u16) -> Counter {
         metrics::counter!(
-            REQUESTS,
+            names().requests,
             "route" => self.route.clone(),
             "method" => METHODS[method],
             "status" => status.to_string()

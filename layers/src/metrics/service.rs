@@ -1,10 +1,7 @@
-use super::{MetricsBody, RouteMetrics, Started};
+use super::{MetricsBody, ResponseFuture, RouteMetrics};
 use http::{Request, Response};
-use pin_project_lite::pin_project;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use tower_service::Service;
 
 /// The Service of [`MetricsLayer`](super::MetricsLayer).
@@ -29,62 +26,6 @@ where
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let started = self.metrics.start(req.method());
-        ResponseFuture {
-            inner: self.inner.call(req),
-            pending: Some((self.metrics.clone(), started)),
-        }
-    }
-}
-
-pin_project! {
-    /// Takes the response's status, and wraps its body to count it.
-    pub struct ResponseFuture<F> {
-        #[pin]
-        inner: F,
-        pending: Option<(Arc<RouteMetrics>, Started)>,
-    }
-
-    impl<F> PinnedDrop for ResponseFuture<F> {
-        fn drop(this: Pin<&mut Self>) {
-            // Dropped before a response: the client went away while it was being made.
-            if let Some((m, s)) = this.project().pending.take() {
-                m.finish(s, 499, 0);
-            }
-        }
-    }
-}
-
-impl<F, B, E> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<Response<B>, E>>,
-    B: http_body::Body,
-{
-    type Output = Result<Response<MetricsBody<B>>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let res = ready!(this.inner.poll(cx));
-        let Some((m, s)) = this.pending.take() else {
-            return Poll::Ready(res.map(|r| r.map(MetricsBody::passthrough)));
-        };
-        match res {
-            Ok(res) => {
-                let status = res.status().as_u16();
-                Poll::Ready(Ok(res.map(|b| {
-                    MetricsBody::new(
-                        b,
-                        super::MetricsEnd {
-                            metrics: m,
-                            started: s,
-                            status,
-                        },
-                    )
-                })))
-            }
-            Err(e) => {
-                m.finish(s, 500, 0);
-                Poll::Ready(Err(e))
-            }
-        }
+        ResponseFuture::new(self.inner.call(req), self.metrics.clone(), started)
     }
 }

@@ -116,6 +116,7 @@ impl Stamp {
 /// not std's `File::metadata`, which tries `statx` first: this runs on every hit, and
 /// `statx` costs about 25 ns more per call here (300 vs 280 ns, `fstat` vs `statx` on one
 /// descriptor in a loop).
+#[allow(unsafe_code)] // FFI: fstat, cheaper here than std's statx.
 fn unchanged(fd: &File, expect: &Stamp) -> bool {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `fd` owns an open descriptor, and `fstat` fills the whole struct when it

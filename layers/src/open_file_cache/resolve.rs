@@ -319,6 +319,7 @@ fn open_check(fd: Arc<File>, path: PathBuf, stamp: Stamp) -> Check {
 }
 
 /// Half the open-files limit, read once (the server raises it to the hard limit at start).
+#[allow(unsafe_code)] // FFI: getrlimit.
 fn fd_budget() -> u64 {
     static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *BUDGET.get_or_init(|| {

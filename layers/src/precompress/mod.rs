@@ -55,6 +55,6 @@ pub use cache::VariantCache;
 pub use encode::Levels;
 pub use future::ResponseFuture;
 pub use layer::{PrecompressLayer, DEFAULT_CACHE_BYTES, DEFAULT_MAX_SIZE};
-pub use negotiate::{negotiate, Choice, Encoding};
+pub use negotiate::{negotiate, Choice, Encoding, UnknownEncoding};
 pub use predicate::{DefaultPredicate, Predicate, DEFAULT_TYPES};
 pub use service::Precompress;

@@ -53,11 +53,26 @@ impl Encoding {
     }
 }
 
+/// A coding [`Encoding`]'s `FromStr` doesn't know: it holds what was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownEncoding(pub String);
+
+impl std::fmt::Display for UnknownEncoding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown encoding {:?} (expected br, zstd or gzip)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownEncoding {}
+
 impl std::str::FromStr for Encoding {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Encoding::parse(s)
-            .ok_or_else(|| format!("unknown encoding {s:?} (expected br, zstd or gzip)"))
+    type Err = UnknownEncoding;
+    fn from_str(s: &str) -> Result<Self, UnknownEncoding> {
+        Encoding::parse(s).ok_or_else(|| UnknownEncoding(s.to_string()))
     }
 }
 

@@ -1,21 +1,47 @@
-use super::{too_many_requests, RateLimiter};
-use bytes::Bytes;
-use futures_util::future::{Either, Ready};
-use http::{Request, Response};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::task::{Context, Poll};
+use super::{RateLimit, RateLimiter};
+use http::request::Parts;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
 use tower_layer::Layer;
-use tower_service::Service;
+
+/// What a request is limited by: its bucket's key, or `None` to let it through uncounted.
+pub(crate) type KeyFn = Arc<dyn Fn(&Parts) -> Option<IpAddr> + Send + Sync>;
 
 /// Limits each client to a [`RateLimiter`]'s rate. See the [module docs](super).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RateLimitLayer {
     limiter: RateLimiter,
+    key: KeyFn,
+}
+
+impl fmt::Debug for RateLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("limiter", &self.limiter)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RateLimitLayer {
+    /// Limits by the client's address (see [`client_addr`](crate::client::client_addr)).
     pub fn new(limiter: RateLimiter) -> Self {
-        RateLimitLayer { limiter }
+        Self::with_key(limiter, |parts: &Parts| {
+            crate::client::client_addr_in(&parts.extensions).map(|a| a.ip())
+        })
+    }
+
+    /// Limits by the address `key` gives for a request, such as the client behind a
+    /// trusted proxy ([`cidr::client_ip`](crate::cidr::client_ip)). A request it gives
+    /// `None` for is not limited, as with [`new`](Self::new).
+    pub fn with_key<F>(limiter: RateLimiter, key: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<IpAddr> + Send + Sync + 'static,
+    {
+        RateLimitLayer {
+            limiter,
+            key: Arc::new(key),
+        }
     }
 }
 
@@ -26,40 +52,7 @@ impl<S> Layer<S> for RateLimitLayer {
         RateLimit {
             inner,
             limiter: self.limiter.clone(),
-        }
-    }
-}
-
-/// The Service of [`RateLimitLayer`].
-#[derive(Clone, Debug)]
-pub struct RateLimit<S> {
-    inner: S,
-    limiter: RateLimiter,
-}
-
-impl<S, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    ResB: From<Bytes>,
-{
-    type Response = Response<ResB>;
-    type Error = S::Error;
-    type Future = Either<S::Future, Ready<Result<Response<ResB>, S::Error>>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        let client = req
-            .extensions()
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
-        match self.limiter.check(client) {
-            Ok(()) => Either::Left(self.inner.call(req)),
-            Err(wait) => Either::Right(futures_util::future::ready(Ok(
-                too_many_requests(wait).map(ResB::from)
-            ))),
+            key: self.key.clone(),
         }
     }
 }

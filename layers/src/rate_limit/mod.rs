@@ -21,15 +21,27 @@
 //! # let _ = app;
 //! ```
 //!
-//! The client's address is axum's `ConnectInfo<SocketAddr>` when the app is served with
-//! it; without one, every request shares one bucket.
+//! A client is known by [`client_addr`](crate::client::client_addr): a
+//! [`ClientAddr`](crate::client::ClientAddr) request extension, else axum's
+//! `ConnectInfo<SocketAddr>` (serve the app with
+//! `into_make_service_with_connect_info::<SocketAddr>()`). Behind a proxy, give
+//! [`RateLimitLayer::with_key`] a function that finds the client some other way.
+//!
+//! A request with no address is not limited, as nginx's `limit_req` doesn't count a request
+//! whose key is empty: one bucket for all of them would let one client starve every other.
+//! That is never silent: the first such request is logged as a warning, and
+//! [`RateLimiter::unkeyed`] counts them.
 
 mod layer;
+mod service;
 
-pub use layer::{RateLimit, RateLimitLayer};
+pub use crate::answer::ResponseFuture;
+pub use layer::RateLimitLayer;
+pub use service::RateLimit;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,6 +70,7 @@ struct Inner {
     epoch: Instant,
     per_shard: usize,
     shards: [Mutex<HashMap<IpAddr, Bucket>>; SHARDS],
+    unkeyed: AtomicU64,
 }
 
 #[derive(Clone, Copy)]
@@ -87,6 +100,7 @@ impl RateLimiter {
                 epoch: Instant::now(),
                 per_shard: (max_clients / SHARDS).max(16),
                 shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+                unkeyed: AtomicU64::new(0),
             }),
         }
     }
@@ -124,6 +138,22 @@ impl RateLimiter {
             Ok(())
         } else {
             Err(Duration::from_secs_f64((1.0 - b.tokens) / i.rate))
+        }
+    }
+}
+
+impl RateLimiter {
+    /// Requests [`RateLimit`] let through unlimited because it found no key for them.
+    pub fn unkeyed(&self) -> u64 {
+        self.inner.unkeyed.load(Ordering::Relaxed)
+    }
+
+    fn pass_unkeyed(&self) {
+        if self.inner.unkeyed.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                "rate limit: a request with no client address (no ClientAddr or ConnectInfo \
+                 extension) is not limited; pass the address, or use RateLimitLayer::with_key"
+            );
         }
     }
 }
