@@ -1,13 +1,23 @@
 //! The response body every route produces: one enum, so that the common cases (a body in
 //! memory, an empty one, a file stream) need no boxing, and anything else still fits.
 
-use crate::static_files::FileBody;
+use crate::proxy::ProxyBody;
+use crate::static_files::{FileBody, StaticBody};
 use bytes::Bytes;
+use gatehouse_layers::access_log::LogEnd;
+use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics};
+use gatehouse_layers::watched::{Both, Watched};
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 pub use crate::http_util::BoxError;
+
+/// What watches a response body to its end: the route's access log line and its metrics.
+pub type Observers = Both<Option<LogEnd>, Option<MetricsEnd<&'static RouteMetrics>>>;
+
+/// A response body as the server sends it: the route's body, watched.
+pub type ObservedBody = Watched<GateBody, Observers>;
 
 pub enum GateBody {
     Empty,
@@ -31,6 +41,27 @@ impl GateBody {
 impl From<Bytes> for GateBody {
     fn from(b: Bytes) -> Self {
         GateBody::Full(Some(b))
+    }
+}
+
+/// Flattened, so that the connection sees a file body as `File` whichever Service made it.
+impl From<StaticBody> for GateBody {
+    fn from(b: StaticBody) -> Self {
+        match b {
+            StaticBody::Empty => GateBody::Empty,
+            StaticBody::Full(b) => GateBody::Full(b),
+            StaticBody::File(f) => GateBody::File(f),
+        }
+    }
+}
+
+impl From<ProxyBody> for GateBody {
+    fn from(b: ProxyBody) -> Self {
+        match b {
+            ProxyBody::Empty => GateBody::Empty,
+            ProxyBody::Full(b) => GateBody::Full(b),
+            ProxyBody::Upstream(u) => GateBody::Upstream(u),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ pub mod server;
 pub mod static_files;
 pub mod tls;
 
-pub use server::{start, Handle};
+pub use server::{serve, start, Handle};
 
 #[doc(hidden)]
 pub mod fuzzing;

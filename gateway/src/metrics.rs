@@ -20,7 +20,7 @@ use std::time::SystemTime;
 /// Installs the Prometheus recorder (once per process; again is harmless): before the
 /// router and the listeners are made, so that their handles record.
 pub fn install() -> Result<(), String> {
-    gatehouse_layers::metrics::install()?;
+    gatehouse_layers::metrics::install().map_err(|e| e.to_string())?;
     metrics::describe_gauge!("gatehouse_build_info", "Always 1; the version is a label.");
     gauge!("gatehouse_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     describe();
@@ -112,7 +112,7 @@ fn describe() {
 
 /// Renders `/metrics`: `None` when metrics are off.
 pub(crate) struct Exporter {
-    router: GatewayRouter,
+    router: Option<GatewayRouter>,
     tls: Option<Arc<Tls>>,
     acme: Option<Arc<AcmeStatus>>,
     /// Last value read of each figure kept elsewhere, by (its owner's id, name).
@@ -121,7 +121,7 @@ pub(crate) struct Exporter {
 
 impl Exporter {
     pub(crate) fn new(
-        router: GatewayRouter,
+        router: Option<GatewayRouter>,
         tls: Option<Arc<Tls>>,
         acme: Option<Arc<AcmeStatus>>,
     ) -> Option<Exporter> {
@@ -159,51 +159,54 @@ impl Exporter {
             seen.insert((owner, name), now);
             c.increment(now.saturating_sub(last));
         };
-        for c in self.router.caches() {
-            let route = c.route;
-            if let Some(f) = &c.files {
-                let id = f.identity();
-                for (name, v) in [
-                    ("gatehouse_open_file_cache_hits_total", f.hits()),
-                    ("gatehouse_open_file_cache_misses_total", f.loads()),
-                    ("gatehouse_open_file_cache_evictions_total", f.evictions()),
-                    ("gatehouse_open_file_cache_expired_total", f.expired()),
-                ] {
-                    carry(id, name, v, counter!(name, "route" => route.clone()));
+        if let Some(router) = &self.router {
+            for c in router.caches() {
+                let route = c.route;
+                if let Some(f) = &c.files {
+                    let id = f.identity();
+                    for (name, v) in [
+                        ("gatehouse_open_file_cache_hits_total", f.hits()),
+                        ("gatehouse_open_file_cache_misses_total", f.loads()),
+                        ("gatehouse_open_file_cache_evictions_total", f.evictions()),
+                        ("gatehouse_open_file_cache_expired_total", f.expired()),
+                    ] {
+                        carry(id, name, v, counter!(name, "route" => route.clone()));
+                    }
+                }
+                if let Some(v) = &c.variants {
+                    let id = v.identity();
+                    for (name, n) in [
+                        ("gatehouse_compression_cache_hits_total", v.hits()),
+                        ("gatehouse_compression_cache_misses_total", v.misses()),
+                        ("gatehouse_compression_cache_evictions_total", v.evictions()),
+                    ] {
+                        carry(id, name, n, counter!(name, "route" => route.clone()));
+                    }
+                    gauge!("gatehouse_compression_cache_bytes", "route" => route.clone())
+                        .set(v.weighted_size() as f64);
                 }
             }
-            if let Some(v) = &c.variants {
-                let id = v.identity();
-                for (name, n) in [
-                    ("gatehouse_compression_cache_hits_total", v.hits()),
-                    ("gatehouse_compression_cache_misses_total", v.misses()),
-                    ("gatehouse_compression_cache_evictions_total", v.evictions()),
-                ] {
-                    carry(id, name, n, counter!(name, "route" => route.clone()));
+            let now_ms = crate::proxy::health::now_ms();
+            for p in router.proxies() {
+                for u in p.upstreams() {
+                    let up = if u.available(now_ms) { 1.0 } else { 0.0 };
+                    gauge!("gatehouse_upstream_healthy", "upstream" => u.authority.to_string())
+                        .set(up);
                 }
-                gauge!("gatehouse_compression_cache_bytes", "route" => route.clone())
-                    .set(v.weighted_size() as f64);
             }
+            carry(
+                0,
+                "gatehouse_access_log_lines_dropped_total",
+                router.log_lines_dropped(),
+                counter!("gatehouse_access_log_lines_dropped_total"),
+            );
+            carry(
+                0,
+                "gatehouse_access_log_lines_failed_total",
+                router.log_lines_failed(),
+                counter!("gatehouse_access_log_lines_failed_total"),
+            );
         }
-        let now_ms = crate::proxy::health::now_ms();
-        for p in self.router.proxies() {
-            for u in p.upstreams() {
-                let up = if u.available(now_ms) { 1.0 } else { 0.0 };
-                gauge!("gatehouse_upstream_healthy", "upstream" => u.authority.to_string()).set(up);
-            }
-        }
-        carry(
-            0,
-            "gatehouse_access_log_lines_dropped_total",
-            self.router.log_lines_dropped(),
-            counter!("gatehouse_access_log_lines_dropped_total"),
-        );
-        carry(
-            0,
-            "gatehouse_access_log_lines_failed_total",
-            self.router.log_lines_failed(),
-            counter!("gatehouse_access_log_lines_failed_total"),
-        );
         if let Some(a) = &self.acme {
             for (outcome, v) in [
                 ("success", a.obtained.load(Ordering::Relaxed)),

@@ -26,11 +26,7 @@ pub(crate) fn set_worker_slot(slot: usize) {
 /// threads in `shared` mode (there a task may move between threads, so a slot is where most
 /// of a connection's work happens, not all of it).
 pub fn workers(config: &Config) -> usize {
-    if config.workers == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        config.workers
-    }
+    config.worker_count()
 }
 
 /// Runs `fut` on a current-thread runtime of its own, on a thread named `name`: work kept

@@ -441,11 +441,12 @@ fn auth_service() -> std::net::SocketAddr {
     let app = axum::Router::new().fallback(|method: http::Method, h: http::HeaderMap| async move {
         let get = |n: &str| h.get(n).map(|v| v.to_str().unwrap().to_string());
         let seen = format!(
-            "{method} {} {} {} {}",
+            "{method} {} {} {} {} {}",
             get("x-forwarded-method").unwrap_or_default(),
             get("x-forwarded-uri").unwrap_or_default(),
             get("x-forwarded-host").unwrap_or_default(),
             get("x-forwarded-for").unwrap_or_default(),
+            get("x-forwarded-proto").unwrap_or_default(),
         );
         let mut res = http::Response::builder();
         let body = match get("authorization").as_deref() {
@@ -512,7 +513,7 @@ fn forward_auth_allow_copies_the_chosen_headers_and_deny_answers_as_the_service_
     assert_eq!(r.status, 200);
     assert_eq!(
         r.text(),
-        "alice|GET GET /api/x?q=1 test 127.0.0.1|-|let-me-in",
+        "alice|GET GET /api/x?q=1 test 127.0.0.1 http|-|let-me-in",
         "the client's own X-Auth-User is gone, X-Not-Copied wasn't chosen"
     );
     // POST is asked about as POST, without the body.
@@ -532,6 +533,23 @@ fn forward_auth_allow_copies_the_chosen_headers_and_deny_answers_as_the_service_
     let r = s.get_with("/api/x", &authz("login"));
     assert_eq!(r.status, 302);
     assert_eq!(r.header("location"), Some("https://login.test/"));
+}
+
+/// The auth service hears the connection's scheme, never the client's: an `https://`
+/// target on a plain connection is still `X-Forwarded-Proto: http`.
+#[test]
+fn forward_auth_hears_the_connections_scheme_not_the_targets() {
+    let s = forward_server(auth_service());
+    let r = send(
+        s.addr,
+        "GET https://test/api/x HTTP/1.1\r\nHost: test\r\nAuthorization: let-me-in\r\n\r\n",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.text().contains("127.0.0.1 http|"),
+        "the auth service was told {}",
+        r.text()
+    );
 }
 
 #[test]

@@ -42,6 +42,22 @@ const SPELLINGS: [&str; 7] = [
     "/%2e/admin//secret.txt",
 ];
 
+/// Each connection keeps a copy of the route stack it called last: one connection that
+/// goes back and forth between a denied route and an open one gets each route's answer
+/// every time, under every spelling.
+#[test]
+fn one_connection_alternating_routes_gets_each_routes_answer() {
+    let (_d, s) = two_routes("deny = [\"127.0.0.1\"]");
+    let mut c = Conn::open(s.addr);
+    for p in SPELLINGS {
+        let denied = c.request(&format!("GET {p} HTTP/1.1\r\nHost: t\r\n\r\n"));
+        assert_eq!(denied.status, 403, "{p}");
+        let open = c.request("GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(open.status, 200, "the open route after {p}");
+        assert_eq!(open.text(), "public");
+    }
+}
+
 #[test]
 fn a_denied_route_is_denied_under_every_spelling() {
     let (_d, s) = two_routes("allow = [\"10.0.0.0/8\"]");

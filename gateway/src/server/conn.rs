@@ -11,13 +11,10 @@
 //! so enforced to within one tick.
 
 use super::h2send;
-use crate::body::{BoxError, GateBody};
-use crate::router::{GatewayRouter, Pending, PendingLog, RouterFuture};
+use super::service::{FrontFuture, Fronted, Serve};
+use crate::body::{BoxError, GateBody, ObservedBody};
 use crate::sendfile::Channel;
 use bytes::Bytes;
-use gatehouse_layers::access_log::LogEnd;
-use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics, Started};
-use gatehouse_layers::watched::{Both, Watched};
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper_util::rt::TokioIo;
@@ -200,90 +197,68 @@ impl<S: Socket> AsyncWrite for TrackedIo<S> {
     }
 }
 
-/// The router as one connection's hyper Service: counts requests in and responses out.
-pub(crate) struct ConnService {
-    pub(crate) router: GatewayRouter,
+/// A listener's Service as one connection's hyper Service: counts requests in and
+/// responses out.
+pub(crate) struct ConnService<T> {
+    pub(crate) svc: Fronted<T>,
     pub(crate) state: Arc<ConnState>,
     pub(crate) conn: crate::proxy::ConnInfo,
-    pub(crate) front: Arc<super::front::Front>,
 }
 
-impl ConnService {
+impl<T: Serve> ConnService<T> {
     /// The Service of a new connection from `peer`, and the state its watchdog reads;
     /// `h2_send` on one that may speak HTTP/2.
     pub(crate) fn new(
-        router: GatewayRouter,
+        svc: Fronted<T>,
         peer: std::net::SocketAddr,
         https: bool,
-        front: Arc<super::front::Front>,
         h2_send: Option<&Arc<h2send::Pool>>,
-    ) -> (Arc<ConnState>, ConnService) {
+    ) -> (Arc<ConnState>, ConnService<T>) {
         let state = Arc::new(ConnState {
             h2_send: h2_send.map(|p| h2send::ConnBudget::new(p.clone())),
             ..ConnState::default()
         });
         let svc = ConnService {
-            router,
+            svc,
             state: state.clone(),
             conn: crate::proxy::ConnInfo {
                 peer: Some(peer),
                 https,
             },
-            front,
         };
         (state, svc)
     }
 }
 
-impl hyper::service::Service<Request<hyper::body::Incoming>> for ConnService {
+impl<T: Serve> hyper::service::Service<Request<hyper::body::Incoming>> for ConnService<T> {
     type Response = Response<ConnBody>;
     type Error = Infallible;
-    type Future = ConnFuture;
+    type Future = ConnFuture<T::Future>;
 
-    fn call(&self, mut req: Request<hyper::body::Incoming>) -> ConnFuture {
+    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
-        let mut out = Pending {
-            log: None,
-            metrics: self.router.unrouted_metrics(),
-        };
-        let started = out.metrics.map(|m| m.start(req.method()));
         let h2 = req.version() == http::Version::HTTP_2;
-        let early = match self.front.canonicalize(&mut req) {
-            Some(res) => Some(res),
-            None if self.front.intercepts() => self.front.intercept(&req),
-            None => None,
-        };
-        let inner = match early {
-            Some(res) => RouterFuture::ready(res),
-            None => self.router.dispatch(req, self.conn, &mut out),
-        };
         ConnFuture {
-            inner,
+            inner: self.svc.serve(req, self.conn),
             state: Some(self.state.clone()),
             h2,
-            sendfile: self.front.sendfile,
-            hsts: self.front.hsts.clone(),
-            log: out.log,
-            metrics: out.metrics.zip(started),
+            sendfile: self.svc.sendfile(),
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    pub(crate) struct ConnFuture {
+    pub(crate) struct ConnFuture<F> {
         #[pin]
-        inner: RouterFuture,
+        inner: FrontFuture<F>,
         state: Option<Arc<ConnState>>,
         h2: bool,
         sendfile: bool,
-        hsts: Option<http::HeaderValue>,
-        log: Option<PendingLog>,
-        metrics: Option<(&'static RouteMetrics, Started)>,
     }
 
-    impl PinnedDrop for ConnFuture {
+    impl<F> PinnedDrop for ConnFuture<F> {
         fn drop(this: Pin<&mut Self>) {
             // Dropped before a response was made (the connection went away).
             let this = this.project();
@@ -291,37 +266,28 @@ pin_project_lite::pin_project! {
                 state.in_flight.fetch_sub(1, Ordering::Relaxed);
                 state.awaiting_head.fetch_sub(1, Ordering::Relaxed);
             }
-            if let Some((record, log)) = this.log.take() {
-                log.log_abandoned(record);
-            }
-            if let Some((m, started)) = this.metrics.take() {
-                m.finish(started, 499, 0);
-            }
         }
     }
 }
 
-impl Future for ConnFuture {
+impl<F> Future for ConnFuture<F>
+where
+    F: Future<Output = (http::response::Parts, ObservedBody)>,
+{
     type Output = Result<Response<ConnBody>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let Ok(res) = std::task::ready!(this.inner.poll(cx));
+        let (parts, mut inner) = std::task::ready!(this.inner.poll_parts(cx));
         let state = this.state.take();
         if let Some(s) = &state {
             s.awaiting_head.fetch_sub(1, Ordering::Relaxed);
         }
-        let (mut parts, mut body) = res.into_parts();
-        if let Some(h) = this.hsts.take() {
-            // RFC 6797 §7.2: only over a secure transport, which is why it is per listener.
-            parts
-                .headers
-                .insert(http::header::STRICT_TRANSPORT_SECURITY, h);
-        }
+        let body = inner.get_mut();
         // This body is written to the socket as it is, so a file may go by sendfile, as long
         // as hyper will send all of it: a marker it cut short at Content-Length would leave
         // its extent pending forever.
-        if let (true, GateBody::File(f)) = (*this.sendfile, &mut body) {
+        if let (true, GateBody::File(f)) = (*this.sendfile, &mut *body) {
             let declared = parts
                 .headers
                 .get(http::header::CONTENT_LENGTH)
@@ -330,27 +296,12 @@ impl Future for ConnFuture {
                 f.allow_sendfile();
             }
         }
-        // The line is written and the request counted as the body ends, or when hyper
-        // drops it (sent, or cut off): one count of the bytes serves both.
-        let log = this.log.take().map(|(mut record, log)| {
-            record.respond(parts.status, &parts.extensions);
-            LogEnd { record, log }
-        });
-        let metrics = this.metrics.take().map(|(metrics, started)| MetricsEnd {
-            metrics,
-            started,
-            status: parts.status.as_u16(),
-        });
         // An HTTP/2 body that reads as it goes (not one already in memory) takes what it
         // reads from the connection's budget.
-        let gate = match (&body, &state) {
+        let gate = match (&*body, &state) {
             _ if !*this.h2 => None,
             (GateBody::Empty | GateBody::Full(_), _) | (_, None) => None,
             (_, Some(s)) => s.h2_send.as_ref().map(|b| b.gate()),
-        };
-        let inner = match (log, metrics) {
-            (None, None) => Watched::passthrough(body),
-            (log, metrics) => Watched::new(body, Both(log, metrics)),
         };
         Poll::Ready(Ok(Response::from_parts(
             parts,
@@ -359,7 +310,7 @@ impl Future for ConnFuture {
     }
 }
 
-type Inner = Watched<GateBody, Both<Option<LogEnd>, Option<MetricsEnd<&'static RouteMetrics>>>>;
+type Inner = ObservedBody;
 
 /// A response body whose drop marks the end of the request for the watchdog.
 pub(crate) struct ConnBody {

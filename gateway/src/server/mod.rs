@@ -8,9 +8,10 @@ mod conn;
 pub(crate) mod front;
 mod h2send;
 pub mod listener;
+mod service;
 
 use crate::admin;
-use crate::router::GatewayRouter as Router;
+use crate::router::GatewayRouter;
 use crate::rt::{set_worker_slot, spawn_on_own_runtime};
 pub use crate::rt::{worker_slot, workers};
 use crate::sendfile;
@@ -32,6 +33,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 pub use crate::admin::Reloader;
+use service::Fronted;
+pub use service::{RouterParts, Serve, Tower, TowerFuture};
 
 /// State shared by every runtime.
 pub(crate) struct Shared {
@@ -311,7 +314,44 @@ impl Handle {
 }
 
 /// Binds the listeners and starts serving `router`.
-pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
+pub fn start(config: &Config, router: GatewayRouter) -> Result<Handle, BindError> {
+    start_with(config, router.clone(), Some(router))
+}
+
+/// Binds the listeners of `config` and serves `service` on them, as [`start`] serves the
+/// gateway's router: the same runtimes, TLS, HTTP/2, limits, drain, admin listener and
+/// `/metrics` (without per-route figures, which are the router's). `config.routes` is not
+/// read. Each request carries its connection in its extensions, as a
+/// [`ConnInfo`](crate::proxy::ConnInfo), as axum's `ConnectInfo<SocketAddr>` and as
+/// gatehouse-layers' `ClientAddr`.
+///
+/// ```no_run
+/// use axum::routing::get;
+/// let config = gatehouse_config::Config::default();
+/// let app = axum::Router::new().route("/", get(|| async { "hello\n" }));
+/// let handle = gatehouse::server::serve(&config, app).expect("bind");
+/// handle.shutdown();
+/// ```
+pub fn serve<S, B>(config: &Config, service: S) -> Result<Handle, BindError>
+where
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<crate::body::BoxError>,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<crate::body::BoxError>,
+{
+    start_with(config, Tower(service), None)
+}
+
+fn start_with<T: Serve>(
+    config: &Config,
+    svc: T,
+    router: Option<GatewayRouter>,
+) -> Result<Handle, BindError> {
     // instant-acme builds its HTTPS client from the process's default provider, which rustls
     // can't pick by itself with two compiled in (see gateway/Cargo.toml). An application
     // that installed its own keeps it.
@@ -452,8 +492,13 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
             what: "runtime",
             error,
         })?;
-        let (router, settings, shared, rx) =
-            (router.clone(), settings.clone(), shared.clone(), rx.clone());
+        let (svc, router, settings, shared, rx) = (
+            svc.clone(),
+            router.clone(),
+            settings.clone(),
+            shared.clone(),
+            rx.clone(),
+        );
         let watch = if i == 0 { tls.clone() } else { None };
         let name = format!("gatehouse-{i}");
         let t = std::thread::Builder::new()
@@ -463,8 +508,8 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
                     set_worker_slot(i);
                 }
                 rt.block_on(async move {
-                    if i == 0 {
-                        router.spawn_background();
+                    if let (0, Some(r)) = (i, &router) {
+                        r.spawn_background();
                     }
                     if let Some(t) = &watch {
                         t.spawn_watch();
@@ -481,7 +526,7 @@ pub fn start(config: &Config, router: Router) -> Result<Handle, BindError> {
                         loops.push(tokio::spawn(accept_loop(
                             l,
                             kind,
-                            router.clone(),
+                            svc.clone(),
                             settings.clone(),
                             shared.clone(),
                             rx.clone(),
@@ -546,10 +591,10 @@ impl Drop for ConnGuard {
     }
 }
 
-async fn accept_loop(
+async fn accept_loop<T: Serve>(
     listener: tokio::net::TcpListener,
     kind: Arc<ListenerKind>,
-    router: Router,
+    svc: T,
     settings: Arc<ConnSettings>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
@@ -584,7 +629,8 @@ async fn accept_loop(
                     }
                     kind.open.increment(1.0);
                     let guard = ConnGuard(shared.clone(), kind.clone());
-                    let (router, settings, rx) = (router.clone(), settings.clone(), shutdown.clone());
+                    let (settings, rx) = (settings.clone(), shutdown.clone());
+                    let svc = Fronted::new(kind.front.clone(), svc.clone());
                     let kind = kind.clone();
                     let fut = async move {
                         // Boxed apart: the task holds only the kind it serves (a plain
@@ -592,13 +638,13 @@ async fn accept_loop(
                         // idle connection's memory.
                         match &kind.tls {
                             Some(tls) => {
-                                Box::pin(serve_tls(stream, peer, &kind, tls, router, &settings, rx)).await
+                                Box::pin(serve_tls(stream, peer, &kind, tls, svc, &settings, rx)).await
                             }
                             None if kind.h2c => {
-                                Box::pin(serve_h2c(stream, peer, &kind, router, &settings, rx)).await
+                                Box::pin(serve_h2c(stream, peer, svc, &settings, rx)).await
                             }
                             None => {
-                                Box::pin(serve_connection(stream, peer, &kind, router, &settings, rx)).await
+                                Box::pin(serve_connection(stream, peer, svc, &settings, rx)).await
                             }
                         }
                         drop(guard);
@@ -619,18 +665,17 @@ async fn accept_loop(
 /// Not an `async fn`: the future it returns is the connection's whole state, with nothing
 /// held twice (an `async fn` keeps its moved-from locals beside the future it awaits, which
 /// tripled an idle connection's task).
-fn serve_connection(
+fn serve_connection<T: Serve>(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
-    kind: &ListenerKind,
-    router: Router,
+    svc: Fronted<T>,
     settings: &ConnSettings,
     shutdown: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> {
     // Head and small body go out in one writev; without NODELAY, Nagle and delayed ACKs
     // would hold each response back by ~40 ms.
     let _ = stream.set_nodelay(true);
-    let (state, svc) = conn::ConnService::new(router, peer, false, kind.front.clone(), None);
+    let (state, svc) = conn::ConnService::new(svc, peer, false, None);
     let channel = Arc::new(sendfile::Channel::default());
     let io = conn::TrackedIo::new(stream, state.clone(), Some(channel.clone()));
     // with_upgrades: a proxied WebSocket (or other HTTP/1.1 upgrade) takes the socket over
@@ -649,22 +694,15 @@ fn serve_connection(
 }
 
 /// A cleartext listener that also takes HTTP/2 with prior knowledge (`h2c`).
-fn serve_h2c<'a>(
+fn serve_h2c<'a, T: Serve>(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
-    kind: &ListenerKind,
-    router: Router,
+    svc: Fronted<T>,
     settings: &'a ConnSettings,
     shutdown: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + 'a {
     let _ = stream.set_nodelay(true);
-    let (state, svc) = conn::ConnService::new(
-        router,
-        peer,
-        false,
-        kind.front.clone(),
-        Some(&settings.h2_send),
-    );
+    let (state, svc) = conn::ConnService::new(svc, peer, false, Some(&settings.h2_send));
     let io = conn::TrackedIo::new(stream, state.clone(), None);
     let conn = settings.auto.serve_connection_with_upgrades(io, svc);
     Drive::new(conn, |c| c.graceful_shutdown(), state, settings, shutdown)
@@ -675,12 +713,12 @@ fn serve_h2c<'a>(
 /// memory is held only while a body is larger than the socket takes at once.
 const TLS_BUFFER: usize = 256 * 1024;
 
-async fn serve_tls(
+async fn serve_tls<T: Serve>(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     kind: &ListenerKind,
     tls: &Tls,
-    router: Router,
+    svc: Fronted<T>,
     settings: &ConnSettings,
     shutdown: watch::Receiver<bool>,
 ) {
@@ -712,7 +750,7 @@ async fn serve_tls(
     }
     let h2 = alpn == Some(b"h2");
     let pool = h2.then_some(&settings.h2_send);
-    let (state, svc) = conn::ConnService::new(router, peer, true, kind.front.clone(), pool);
+    let (state, svc) = conn::ConnService::new(svc, peer, true, pool);
     if h2 {
         let io = coalesce::Coalesced::new(stream, state.clone());
         let io = conn::TrackedIo::new(io, state.clone(), None);
@@ -877,13 +915,13 @@ mod tests {
             sendfile: true,
             max_uri_bytes: 8192,
         };
-        let kind = ListenerKind::new(front, None, false);
+        let svc = Fronted::new(Arc::new(front), router);
         let (_tx, rx) = watch::channel(false);
-        let fut = serve_connection(stream, peer, &kind, router, &settings, rx);
+        let fut = serve_connection(stream, peer, svc, &settings, rx);
         type Hyper = sendfile::Scope<
             http1::UpgradeableConnection<
                 hyper_util::rt::TokioIo<conn::TrackedIo<tokio::net::TcpStream>>,
-                conn::ConnService,
+                conn::ConnService<GatewayRouter>,
             >,
         >;
         let held = std::mem::size_of_val(&fut);

@@ -12,6 +12,62 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use tokio::task::JoinHandle;
 
+/// What the static-file Service answers with: nothing, bytes in memory (a small file, a
+/// message), or a file streamed from disk.
+pub enum StaticBody {
+    Empty,
+    Full(Option<Bytes>),
+    File(FileBody),
+}
+
+impl StaticBody {
+    pub fn empty() -> Self {
+        StaticBody::Empty
+    }
+}
+
+impl From<Bytes> for StaticBody {
+    fn from(b: Bytes) -> Self {
+        StaticBody::Full(Some(b))
+    }
+}
+
+impl Body for StaticBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        match self.get_mut() {
+            StaticBody::Empty => Poll::Ready(None),
+            StaticBody::Full(b) => Poll::Ready(
+                b.take()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| Ok(Frame::data(b))),
+            ),
+            StaticBody::File(f) => Pin::new(f).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            StaticBody::Empty => true,
+            StaticBody::Full(b) => b.as_ref().is_none_or(|b| b.is_empty()),
+            StaticBody::File(f) => f.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            StaticBody::Empty => SizeHint::with_exact(0),
+            StaticBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            StaticBody::File(f) => f.size_hint(),
+        }
+    }
+}
+
 /// Bytes read per chunk: the memory a streaming response holds at once.
 pub(crate) const CHUNK: usize = 256 * 1024;
 /// What a chunk's buffer holds beside its bytes (see [`mid_page`]).

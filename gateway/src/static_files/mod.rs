@@ -11,13 +11,13 @@
 //! [`OpenFileCacheLayer`]: gatehouse_layers::open_file_cache::OpenFileCacheLayer
 
 pub(crate) mod body;
-pub use body::FileBody;
+pub use body::{FileBody, StaticBody};
 pub mod conditional;
 pub mod range;
 
-use crate::body::GateBody as Body;
 use crate::http_util::{add_slash, plain};
 use body::Segment;
+use body::StaticBody as Body;
 use bytes::Bytes;
 use conditional::Precondition;
 use gatehouse_layers::open_file_cache::{FileCache, FileEntry, Resolved, Resolver};

@@ -12,27 +12,34 @@
 //! and the table below does the same selection with no allocation. Each route's Service is
 //! its tower layer stack over the Service it mounts.
 
-use crate::body::GateBody;
-use crate::http_util::{add_slash, plain, strip_port};
-use crate::proxy::{ConnInfo, Proxy, ProxyFuture};
+mod stack;
+
+pub use stack::RouteBody;
+use stack::{
+    Decided, Endpoint, GuardLayer, InnerFuture, ObserveFuture, ObserveLayer, RouteProxy,
+    RouteService, Stack,
+};
+
+use crate::body::{GateBody, ObservedBody};
+use crate::http_util::{plain, strip_port};
+use crate::proxy::{ConnInfo, Proxy};
 use crate::static_files::StaticFiles;
 use arc_swap::ArcSwap;
 use gatehouse_config::{
     AccessLogConfig, Coding, CompressionConfig, Config, LogFormat, Route, StaticConfig,
 };
-use gatehouse_layers::access_log::{
-    AccessLog, Destination, Format, LogBody, LogEnd, LogWriter, Record, Rotation,
-};
+use gatehouse_layers::access_log::{AccessLog, Destination, Format, LogWriter, Rotation};
 use gatehouse_layers::auth::{
-    Auth, BasicAuth, Check, Client, ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions,
+    Auth, AuthLayer, BasicAuth, ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions,
 };
 use gatehouse_layers::cidr::{client_ip, CidrSet};
+use gatehouse_layers::ip_filter::{IpFilterLayer, IpRules};
 use gatehouse_layers::metrics::RouteMetrics;
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
 use gatehouse_layers::precompress::{
-    self, DefaultPredicate, Encoding, Levels, Precompress, PrecompressBody, PrecompressLayer,
-    Predicate,
+    DefaultPredicate, Encoding, Levels, PrecompressLayer, Predicate,
 };
+use gatehouse_layers::rate_limit::{RateLimitLayer, RateLimiter};
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Uri};
 use pin_project_lite::pin_project;
@@ -46,20 +53,53 @@ use std::task::{Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
-/// A route's Service, as a closed set so that calling it needs no boxing.
-#[derive(Clone)]
-enum RouteService {
-    Static(StaticFiles),
-    Compressed(Precompress<StaticFiles>),
-    Proxy(Proxy),
-    ProxyCompressed(Precompress<Proxy>),
+/// A program's own Service as a route's: its request and response bodies boxed. Only the
+/// routes that mount one pay for the boxes.
+pub type MountedService = tower::util::BoxCloneSyncService<
+    Request<axum::body::Body>,
+    Response<axum::body::Body>,
+    Infallible,
+>;
+
+/// The Services a program mounts by name: a route with `mount = "name"` serves the one of
+/// that name (after its prefix is stripped, and behind its access log, IP rules, rate
+/// limit, auth and metrics). See [`build_with`].
+///
+/// ```
+/// use axum::routing::get;
+/// let app = axum::Router::new().route("/", get(|| async { "hello" }));
+/// let mounts = gatehouse::router::Mounts::new().mount("app", app);
+/// # let _ = mounts;
+/// ```
+#[derive(Clone, Default)]
+pub struct Mounts {
+    by_name: HashMap<String, MountedService>,
 }
 
-use crate::static_files::StaticFuture;
-type AuthFuture =
-    Pin<Box<dyn Future<Output = Result<Response<GateBody>, Infallible>> + Send + 'static>>;
-type CompressedFuture = precompress::ResponseFuture<StaticFuture, GateBody, DefaultPredicate>;
-type ProxyCompressedFuture = precompress::ResponseFuture<ProxyFuture, GateBody, DefaultPredicate>;
+impl Mounts {
+    pub fn new() -> Self {
+        Mounts::default()
+    }
+
+    /// Mounts `svc` as `name`: an `axum::Router`, or any tower Service that never fails.
+    pub fn mount<S, B>(mut self, name: impl Into<String>, svc: S) -> Self
+    where
+        S: Service<Request<axum::body::Body>, Response = Response<B>, Error = Infallible>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<crate::http_util::BoxError>,
+    {
+        use tower::ServiceExt;
+        let svc = svc.map_response(|res: Response<B>| res.map(axum::body::Body::new));
+        self.by_name
+            .insert(name.into(), tower::util::BoxCloneSyncService::new(svc));
+        self
+    }
+}
 
 /// What the routing decision reads of a route: where it is mounted and how the path goes
 /// on to its Service.
@@ -121,18 +161,13 @@ impl Ruled for PathRule {
 #[derive(Clone)]
 struct RouteEntry {
     rule: PathRule,
-    svc: RouteService,
-    log: Option<AccessLog>,
-    access: Option<Arc<IpRules>>,
-    auth: Option<Auth>,
-    rate: Option<Arc<RouteRate>>,
-    metrics: Option<&'static RouteMetrics>,
-}
-
-/// A route's rate limit, and whose `X-Forwarded-For` names the client.
-struct RouteRate {
-    limiter: gatehouse_layers::rate_limit::RateLimiter,
-    trusted: CidrSet,
+    /// The route's place in the configuration: with the table's generation, what a
+    /// connection's cached stack is known by.
+    id: usize,
+    stack: Stack,
+    /// Some layer reads the client from the request's extensions (IP rules, rate limit,
+    /// auth): it is given a `ClientAddr`.
+    client: bool,
 }
 
 /// One route's handles, made once per route name for the life of the process: a reload
@@ -160,7 +195,9 @@ pub(crate) struct RouteCaches {
 }
 
 fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
-    let err = |key: &str, e: String| io::Error::other(format!("routes.{i}.auth.{key}: {e}"));
+    let err = |key: &str, e: &dyn std::fmt::Display| {
+        io::Error::other(format!("routes.{i}.auth.{key}: {e}"))
+    };
     if let Some(j) = &a.jwt {
         let o = JwtOptions {
             algorithms: j.algorithms.clone(),
@@ -190,9 +227,9 @@ fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
                     timeout: j.jwks_timeout,
                 },
             ),
-            (None, None) => Err("set key_file or jwks_url".into()),
+            (None, None) => return Err(err("jwt", &"set key_file or jwks_url")),
         };
-        return jwt.map(Auth::Jwt).map_err(|e| err("jwt", e));
+        return jwt.map(Auth::Jwt).map_err(|e| err("jwt", &e));
     }
     if let Some(f) = &a.forward {
         let o = ForwardOptions {
@@ -202,41 +239,22 @@ fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
         };
         return ForwardAuth::new(&f.url, &o)
             .map(Auth::Forward)
-            .map_err(|e| err("forward", e));
+            .map_err(|e| err("forward", &e));
     }
     let file = a.htpasswd.clone().unwrap_or_default();
     BasicAuth::open(&file, &a.realm, a.cache_ttl)
         .map(|b| Auth::Basic(b.allow_users(a.users.iter().cloned())))
-        .map_err(|e| err("htpasswd", e))
+        .map_err(|e| err("htpasswd", &e))
 }
 
-/// A route's client IP rules.
-struct IpRules {
-    allow: CidrSet,
-    deny: CidrSet,
-    trusted: CidrSet,
-}
-
-impl IpRules {
-    fn new(a: &gatehouse_config::AccessConfig) -> IpRules {
-        let set =
-            |l: &[String]| CidrSet::new(l.iter().filter_map(|c| gatehouse_config::parse_cidr(c)));
-        IpRules {
-            allow: set(&a.allow),
-            deny: set(&a.deny),
-            trusted: set(&a.trusted_proxies),
-        }
-    }
-
-    /// Whether the client of a request from `peer` may use the route. With no peer
-    /// address (a server that doesn't know it) nothing is allowed.
-    fn allows(&self, peer: Option<std::net::SocketAddr>, headers: &http::HeaderMap) -> bool {
-        let Some(peer) = peer else {
-            return false;
-        };
-        let ip = client_ip(peer.ip(), headers, &self.trusted);
-        !self.deny.contains(ip) && (self.allow.is_empty() || self.allow.contains(ip))
-    }
+/// A route's client IP rules, as the `ip_filter` layer reads them.
+fn ip_rules(a: &gatehouse_config::AccessConfig) -> IpRules {
+    let nets = |l: &[String]| {
+        l.iter()
+            .filter_map(|c| gatehouse_config::parse_cidr(c))
+            .collect::<Vec<_>>()
+    };
+    IpRules::new(nets(&a.allow), nets(&a.deny), nets(&a.trusted_proxies))
 }
 
 #[derive(Clone, Default)]
@@ -257,42 +275,71 @@ struct Table {
     /// Each proxy once (a route is in as many groups as it has hosts), for background work.
     proxies: Vec<Proxy>,
     caches: Vec<RouteCaches>,
+    /// Unique to this table in the process.
+    generation: u64,
 }
 
 /// The gateway's router, built from the configuration. Clones share one table, which a
 /// reload swaps atomically: a request routes on the table current when it arrives and
 /// finishes on it.
-#[derive(Clone)]
+///
+/// A route's Service is a tower stack, called through `&mut`: each clone of the router
+/// (each connection takes one) keeps its own copy of the last route it called, so that a
+/// request doesn't clone a stack, whose reference counts every core would write.
 pub struct GatewayRouter {
     table: Arc<ArcSwap<Table>>,
     /// Where requests no route took are counted; `None` with metrics off.
     unrouted: Option<&'static RouteMetrics>,
     /// One writer per log destination, shared by the routes (and the tables) that name it.
     logs: Arc<std::sync::Mutex<HashMap<Destination, LogWriter>>>,
+    /// What routes with `mount` serve, kept for reloads.
+    mounts: Arc<Mounts>,
+    /// This clone's copy of the stack it called last. A mutex because the server's Service
+    /// is shared by a connection's HTTP/2 streams; they are called one at a time from the
+    /// connection's task, so it is never contended (and `try_lock` never waits).
+    last: std::sync::Mutex<Option<Cached>>,
 }
 
-/// A request being logged: its record so far and where its line goes.
-pub(crate) type PendingLog = (Box<Record>, AccessLog);
-
-/// What dispatching a request leaves for the connection to finish when the response
-/// body is done: the access log line, and the route the request is counted under.
-#[derive(Default)]
-pub(crate) struct Pending {
-    pub(crate) log: Option<PendingLog>,
-    pub(crate) metrics: Option<&'static RouteMetrics>,
+/// A route's stack as a router clone keeps it: known by its table and its place there.
+struct Cached {
+    table: u64,
+    route: usize,
+    stack: Stack,
 }
 
-/// The router for `config`. Fails if a static root can't be opened.
+impl Clone for GatewayRouter {
+    fn clone(&self) -> Self {
+        GatewayRouter {
+            table: self.table.clone(),
+            unrouted: self.unrouted,
+            logs: self.logs.clone(),
+            mounts: self.mounts.clone(),
+            last: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+/// The router for `config`. Fails if a static root can't be opened, or a route mounts a
+/// Service by name (that takes [`build_with`]).
 pub fn build(config: &Config) -> io::Result<GatewayRouter> {
+    build_with(config, Mounts::new())
+}
+
+/// The router for `config`, whose `mount` routes serve the Services in `mounts`. Fails if
+/// a static root can't be opened, or a route names a Service `mounts` doesn't have.
+pub fn build_with(config: &Config, mounts: Mounts) -> io::Result<GatewayRouter> {
     let logs = Arc::new(std::sync::Mutex::new(HashMap::new()));
     Ok(GatewayRouter {
         table: Arc::new(ArcSwap::from_pointee(build_table(
             config,
             &logs,
             config.metrics.enabled,
+            &mounts,
         )?)),
         unrouted: config.metrics.enabled.then(|| route_metrics(UNROUTED)),
         logs,
+        mounts: Arc::new(mounts),
+        last: std::sync::Mutex::new(None),
     })
 }
 
@@ -336,7 +383,7 @@ fn access_log(i: usize, cfg: &AccessLogConfig, logs: &Logs) -> io::Result<Access
 }
 
 /// `metrics`: whether requests are measured, as decided at start (a reload can't change it).
-fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table> {
+fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> io::Result<Table> {
     let mut exact: HashMap<Box<str>, Group> = HashMap::new();
     let mut wildcard: HashMap<Box<str>, Group> = HashMap::new();
     let mut any = Group::default();
@@ -347,10 +394,10 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             Some(cfg) => Some(access_log(i, cfg, logs)?),
             None => None,
         };
-        let svc = route_service(route, crate::rt::workers(config))?;
+        let svc = route_service(i, route, crate::rt::workers(config), mounts)?;
         match &svc {
-            RouteService::Proxy(p) => proxies.push(p.clone()),
-            RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().clone()),
+            RouteService::Proxy(p) => proxies.push(p.0.clone()),
+            RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().0.clone()),
             _ => {}
         }
         let (files, variants) = match &svc {
@@ -359,7 +406,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
                 c.get_ref().file_cache().cloned(),
                 Some(c.variant_cache().clone()),
             ),
-            RouteService::Proxy(_) => (None, None),
+            RouteService::Proxy(_) | RouteService::Mounted(_) => (None, None),
             RouteService::ProxyCompressed(c) => (None, Some(c.variant_cache().clone())),
         };
         caches.push(RouteCaches {
@@ -371,34 +418,63 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
             svc,
             RouteService::Proxy(_) | RouteService::ProxyCompressed(_)
         );
-        let entry = RouteEntry {
-            rule: PathRule::new(
-                &route.path,
-                route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
-                route.proxy.as_ref().is_none_or(|p| p.strict_paths),
-                proxied,
-            ),
+        let mounted = matches!(svc, RouteService::Mounted(_));
+        let rule = PathRule::new(
+            &route.path,
+            route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
+            route.proxy.as_ref().is_none_or(|p| p.strict_paths),
+            proxied,
+        );
+        let strip = if rule.strip { rule.prefix.len() } else { 0 };
+        let endpoint = Endpoint {
             svc,
+            strip,
+            // A mounted app gets its bare prefix as `/`, as axum's `nest_service` gives it.
+            slash: strip > 0 && !proxied && !mounted,
+        };
+        let ip = route
+            .access
+            .as_ref()
+            .map(|a| IpFilterLayer::from_rules(ip_rules(a)));
+        let rate = route.rate_limit.as_ref().map(|r| {
+            let trusted = CidrSet::new(
+                r.trusted_proxies
+                    .iter()
+                    .filter_map(|c| gatehouse_config::parse_cidr(c)),
+            );
+            let limiter = RateLimiter::new(r.requests_per_second, r.burst);
+            RateLimitLayer::with_key(limiter, move |parts: &http::request::Parts| {
+                let peer = gatehouse_layers::client::client_addr_in(&parts.extensions)?;
+                Some(client_ip(peer.ip(), &parts.headers, &trusted))
+            })
+        });
+        let auth = match &route.auth {
+            Some(a) => Some(AuthLayer::new(route_auth(i, a)?)),
+            None => None,
+        };
+        let client = ip.is_some() || rate.is_some() || auth.is_some();
+        let inner = if client {
+            tower::util::Either::Left(
+                tower::ServiceBuilder::new()
+                    .option_layer(ip)
+                    .option_layer(rate)
+                    .layer(GuardLayer)
+                    .option_layer(auth)
+                    .service(endpoint),
+            )
+        } else {
+            tower::util::Either::Right(endpoint)
+        };
+        let stack = ObserveLayer {
             log,
-            access: route.access.as_ref().map(|a| Arc::new(IpRules::new(a))),
-            auth: match &route.auth {
-                Some(a) => Some(route_auth(i, a)?),
-                None => None,
-            },
-            rate: route.rate_limit.as_ref().map(|r| {
-                Arc::new(RouteRate {
-                    limiter: gatehouse_layers::rate_limit::RateLimiter::new(
-                        r.requests_per_second,
-                        r.burst,
-                    ),
-                    trusted: CidrSet::new(
-                        r.trusted_proxies
-                            .iter()
-                            .filter_map(|c| gatehouse_config::parse_cidr(c)),
-                    ),
-                })
-            }),
             metrics: metrics.then(|| route_metrics(route.name())),
+        }
+        .layer(inner);
+        let entry = RouteEntry {
+            rule,
+            id: i,
+            stack,
+            client,
         };
         if route.hosts.is_empty() {
             any.routes.push(entry.clone());
@@ -419,6 +495,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
     wildcard.iter_mut().for_each(|(_, g)| sort(g));
     wildcard.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
     let by_host = !exact.is_empty() || !wildcard.is_empty();
+    static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Ok(Table {
         exact,
         wildcard,
@@ -426,10 +503,26 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool) -> io::Result<Table>
         by_host,
         proxies,
         caches,
+        generation: GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     })
 }
 
-fn route_service(route: &Route, slots: usize) -> io::Result<RouteService> {
+fn route_service(
+    i: usize,
+    route: &Route,
+    slots: usize,
+    mounts: &Mounts,
+) -> io::Result<RouteService> {
+    if let Some(name) = &route.mount {
+        return match mounts.by_name.get(name) {
+            Some(svc) => Ok(RouteService::Mounted(svc.clone())),
+            None => Err(io::Error::other(format!(
+                "routes.{i}.mount: no Service is mounted as {name:?} (a program built on the \
+                 gatehouse library mounts them with router::Mounts; the gatehouse binary \
+                 mounts none)"
+            ))),
+        };
+    }
     if let Some(px) = &route.proxy {
         let mut proxy = Proxy::with_slots(px, slots)?;
         if route.access_log.is_some() {
@@ -437,8 +530,10 @@ fn route_service(route: &Route, slots: usize) -> io::Result<RouteService> {
         }
         return Ok(match compression_layer(&route.compression) {
             // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
-            Some(layer) => RouteService::ProxyCompressed(layer.head_as_get(false).layer(proxy)),
-            None => RouteService::Proxy(proxy),
+            Some(layer) => {
+                RouteService::ProxyCompressed(layer.head_as_get(false).layer(RouteProxy(proxy)))
+            }
+            None => RouteService::Proxy(RouteProxy(proxy)),
         });
     }
     match &route.static_files {
@@ -683,7 +778,7 @@ impl GatewayRouter {
     /// the old routes; the old proxies' health checks stop; the new ones start on the
     /// current runtime. Fails, changing nothing, if the new routes can't be built.
     pub fn reload(&self, config: &Config) -> io::Result<()> {
-        let table = build_table(config, &self.logs, self.unrouted.is_some())?;
+        let table = build_table(config, &self.logs, self.unrouted.is_some(), &self.mounts)?;
         for p in &table.proxies {
             p.spawn_health_checks();
         }
@@ -702,28 +797,8 @@ impl GatewayRouter {
         }
     }
 
-    /// Routes `req`; sets `out.log` when the route has an access log, and `out.metrics`
-    /// to the route's handles.
-    pub(crate) fn dispatch<B>(
-        &self,
-        req: Request<B>,
-        conn: ConnInfo,
-        out: &mut Pending,
-    ) -> RouterFuture
-    where
-        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        self.dispatch_inner(req, conn, out, None)
-    }
-
-    fn dispatch_inner<B>(
-        &self,
-        mut req: Request<B>,
-        conn: ConnInfo,
-        out: &mut Pending,
-        authed: Option<&Auth>,
-    ) -> RouterFuture
+    /// Routes `req` from the connection `conn` to its route's stack.
+    pub(crate) fn dispatch<B>(&self, mut req: Request<B>, conn: ConnInfo) -> RouterFuture
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -732,98 +807,61 @@ impl GatewayRouter {
         let group = Self::group_of(&table, &req);
         let d = match decide(&group.routes, group.loose_prefixes, req.uri()) {
             Ok(d) => d,
-            Err(StatusCode::NOT_FOUND) => {
-                return RouterFuture::ready(plain(StatusCode::NOT_FOUND, "not found\n"))
+            Err(status) => {
+                let res = match status {
+                    StatusCode::NOT_FOUND => plain(status, "not found\n"),
+                    _ => plain(status, "bad request\n"),
+                };
+                let started = self.unrouted.map(|m| (m, m.start(req.method())));
+                return RouterFuture {
+                    kind: RouterKind::Unrouted {
+                        fut: ObserveFuture::new(Ready(Some(res)), None, started),
+                    },
+                };
             }
-            Err(status) => return RouterFuture::ready(plain(status, "bad request\n")),
         };
-        let original = d
-            .normalized
-            .map(|uri| std::mem::replace(req.uri_mut(), uri));
         let route = &group.routes[d.index];
-        if route.metrics.is_some() {
-            out.metrics = route.metrics;
+        if d.normalized.is_some() || d.refused {
+            let original = d
+                .normalized
+                .map(|uri| std::mem::replace(req.uri_mut(), uri));
+            req.extensions_mut().insert(Decided {
+                original,
+                refused: d.refused,
+                as_received: d.as_received,
+            });
         }
-        if let Some(l) = &route.log {
-            // Logged with the target it came with, before any rewrite.
-            let uri = original.as_ref().unwrap_or(req.uri());
-            let record = Box::new(Record::start_with_uri(&req, uri, conn.peer));
-            out.log = Some((record, l.clone()));
-        }
-        if let Some(rules) = &route.access {
-            if !rules.allows(conn.peer, req.headers()) {
-                return RouterFuture::ready(plain(StatusCode::FORBIDDEN, "forbidden\n"));
+        if route.client {
+            let ext = req.extensions_mut();
+            if let Some(peer) = conn.peer {
+                ext.insert(gatehouse_layers::client::ClientAddr(peer));
             }
+            // Always, and from the connection: forward auth must not take an
+            // `https://` target on a plain connection for HTTPS.
+            ext.insert(gatehouse_layers::client::Https(conn.https));
         }
-        if let (Some(rate), None) = (&route.rate, authed) {
-            let peer = conn
-                .peer
-                .map_or(std::net::IpAddr::from([0, 0, 0, 0]), |p| p.ip());
-            let client = client_ip(peer, req.headers(), &rate.trusted);
-            if let Err(wait) = rate.limiter.check(client) {
-                let res = gatehouse_layers::rate_limit::too_many_requests(wait);
-                return RouterFuture::ready(res.map(GateBody::full));
-            }
-        }
-        if d.refused {
-            return RouterFuture::ready(plain(StatusCode::BAD_REQUEST, "bad request\n"));
-        }
-        if let (true, Some(o)) = (d.as_received, original) {
-            *req.uri_mut() = o;
-        }
-        if let Some(auth) = route
-            .auth
-            .as_ref()
-            .filter(|a| !authed.is_some_and(|b| b.same(a)))
-        {
-            let client = Client {
-                ip: conn.peer.map(|p| p.ip()),
-                https: conn.https,
-            };
-            match auth.check(&mut req, client) {
-                Check::Allow => {}
-                Check::Deny(res) => return RouterFuture::ready(res.map(GateBody::full)),
-                Check::Wait(check) => {
-                    // The check decides later (bcrypt on the blocking pool, a JWKS fetch,
-                    // the auth service): then the request is routed again, and served
-                    // only if it lands on a route with this same check.
-                    let (router, auth) = (self.clone(), auth.clone());
-                    return RouterFuture {
-                        kind: Kind::Auth {
-                            fut: Box::pin(async move {
-                                match check.await {
-                                    Ok(grant) => grant.apply(req.headers_mut()),
-                                    Err(res) => return Ok(res.map(GateBody::full)),
-                                }
-                                router
-                                    .dispatch_inner(req, conn, &mut Pending::default(), Some(&auth))
-                                    .await
-                            }),
-                        },
-                        log: None,
-                    };
+        let req = req.map(|b| RouteBody::new(b, conn));
+        let fut = match self.last.try_lock() {
+            Ok(mut last) => {
+                let fresh = last
+                    .as_ref()
+                    .is_some_and(|c| c.table == table.generation && c.route == route.id);
+                if !fresh {
+                    *last = None;
                 }
+                let cached = last.get_or_insert_with(|| Cached {
+                    table: table.generation,
+                    route: route.id,
+                    stack: route.stack.clone(),
+                });
+                cached.stack.call(req)
             }
-        }
-        if d.add_slash {
-            return RouterFuture::ready(add_slash(req.uri()));
-        }
-        if d.strip > 0 {
-            strip_prefix(req.uri_mut(), d.strip);
-        }
-        let kind = match &route.svc {
-            RouteService::Static(s) => Kind::Static { fut: s.serve(req) },
-            RouteService::Compressed(s) => Kind::Compressed {
-                fut: s.call_with(req, |files, req| files.serve(req)),
-            },
-            RouteService::Proxy(p) => Kind::Proxy {
-                fut: p.serve(req, conn),
-            },
-            RouteService::ProxyCompressed(p) => Kind::ProxyCompressed {
-                fut: p.call_with(req, |proxy, req| proxy.serve(req, conn)),
-            },
+            // Never, as said at `last`; were it, a clone of the stack does as well.
+            Err(_) => route.stack.clone().call(req),
         };
-        RouterFuture { kind, log: None }
+        RouterFuture {
+            kind: RouterKind::Routed { fut },
+        }
     }
 
     /// Starts what the routes run in the background (active health checks), on the
@@ -1110,84 +1148,57 @@ pub(crate) fn strip_prefix(uri: &mut Uri, n: usize) {
     }
 }
 
-/// The layer's body as the gateway's, with no boxing for the common cases: a variant from
-/// memory becomes a plain in-memory body, and an identity file body stays eligible for
-/// sendfile.
-fn from_precompress(b: PrecompressBody<GateBody>) -> GateBody {
-    match b {
-        PrecompressBody::Identity { inner } => inner,
-        PrecompressBody::Full { data } => GateBody::Full(data),
-        PrecompressBody::Encoded { inner } => GateBody::Boxed(axum::body::Body::new(inner)),
+/// An answer of the router's own (no route for the request, a target it can't route).
+pub struct Ready(Option<Response<GateBody>>);
+
+impl Future for Ready {
+    type Output = Result<Response<GateBody>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(self.get_mut().0.take().unwrap_or_else(|| {
+            plain(StatusCode::INTERNAL_SERVER_ERROR, "polled twice\n")
+        })))
     }
 }
 
 pin_project! {
-    /// The response future of [`GatewayRouter`].
+    /// The response future of [`GatewayRouter`]: its route's stack's, or the router's own
+    /// answer; either watched to the end of its body by the route's access log and metrics
+    /// (or the unrouted ones).
     pub struct RouterFuture {
         #[pin]
-        kind: Kind,
-        // Only when mounted as a tower Service: gatehouse's own connections log in
-        // `server::conn`, where the bytes are counted as they are sent.
-        log: Option<PendingLog>,
+        kind: RouterKind,
     }
 }
 
 pin_project! {
-    #[project = KindProj]
-    enum Kind {
-        Static { #[pin] fut: StaticFuture },
-        Compressed { #[pin] fut: CompressedFuture },
-        Proxy { #[pin] fut: ProxyFuture },
-        ProxyCompressed { #[pin] fut: ProxyCompressedFuture },
-        Ready { res: Option<Response<GateBody>> },
-        Auth { fut: AuthFuture },
+    #[project = RouterKindProj]
+    enum RouterKind {
+        Routed { #[pin] fut: ObserveFuture<InnerFuture> },
+        Unrouted { #[pin] fut: ObserveFuture<Ready> },
     }
 }
 
 impl RouterFuture {
-    pub(crate) fn ready(res: Response<GateBody>) -> Self {
-        RouterFuture {
-            kind: Kind::Ready { res: Some(res) },
-            log: None,
+    /// The watched response, in parts: gatehouse's own connection takes it apart anyway
+    /// (see [`crate::server::Serve`]).
+    pub fn poll_parts(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<(http::response::Parts, ObservedBody)> {
+        match self.project().kind.project() {
+            RouterKindProj::Routed { fut } => fut.poll_parts(cx),
+            RouterKindProj::Unrouted { fut } => fut.poll_parts(cx),
         }
     }
 }
 
 impl Future for RouterFuture {
-    type Output = Result<Response<GateBody>, Infallible>;
+    type Output = Result<Response<ObservedBody>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let Ok(res) = std::task::ready!(match this.kind.project() {
-            KindProj::Static { fut } => fut.poll(cx),
-            KindProj::Compressed { fut } => {
-                fut.poll(cx).map(|r| r.map(|res| res.map(from_precompress)))
-            }
-            KindProj::Proxy { fut } => fut.poll(cx),
-            KindProj::ProxyCompressed { fut } => {
-                fut.poll(cx).map(|r| r.map(|res| res.map(from_precompress)))
-            }
-            KindProj::Auth { fut } => fut.as_mut().poll(cx),
-            KindProj::Ready { res } => match res.take() {
-                Some(r) => Poll::Ready(Ok(r)),
-                None => Poll::Ready(Ok(plain(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "polled twice\n",
-                ))),
-            },
-        });
-        Poll::Ready(Ok(match this.log.take() {
-            Some((mut record, log)) => {
-                record.respond(res.status(), res.extensions());
-                res.map(|b| {
-                    GateBody::Boxed(axum::body::Body::new(LogBody::new(
-                        b,
-                        LogEnd { record, log },
-                    )))
-                })
-            }
-            None => res,
-        }))
+        let (parts, body) = std::task::ready!(self.poll_parts(cx));
+        Poll::Ready(Ok(Response::from_parts(parts, body)))
     }
 }
 
@@ -1196,7 +1207,7 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    type Response = Response<GateBody>;
+    type Response = Response<ObservedBody>;
     type Error = Infallible;
     type Future = RouterFuture;
 
@@ -1204,16 +1215,11 @@ where
         Poll::Ready(Ok(()))
     }
 
+    /// Mounted in another app, the connection is read with [`ConnInfo::of`]: insert a
+    /// [`ConnInfo`] to say a request came over HTTPS.
     fn call(&mut self, req: Request<B>) -> RouterFuture {
-        // Mounted in another app, the client's address is whatever axum recorded.
-        let peer = req
-            .extensions()
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0);
-        let mut out = Pending::default();
-        let mut fut = self.dispatch(req, ConnInfo { peer, https: false }, &mut out);
-        fut.log = out.log;
-        fut
+        let conn = ConnInfo::of(&req);
+        self.dispatch(req, conn)
     }
 }
 
@@ -1240,6 +1246,19 @@ mod tests {
         assert_eq!(n("/%252e").as_deref(), Some("/%252e"));
         assert_eq!(n("/a%00b"), None);
         assert_eq!(n("/a%zz"), None);
+    }
+
+    /// Every request's future holds the largest route future inline: a mounted app's
+    /// (a request, a boxed Service) is boxed so that it doesn't make every route's larger.
+    #[test]
+    fn a_mounted_route_does_not_grow_the_router_future() {
+        let kind = std::mem::size_of::<super::stack::Kind>();
+        let largest = std::mem::size_of::<super::stack::CompressedFuture>()
+            .max(std::mem::size_of::<super::stack::ProxyCompressedFuture>());
+        assert!(
+            kind <= largest + 16,
+            "Kind is {kind} bytes, its largest route future {largest}"
+        );
     }
 
     #[test]

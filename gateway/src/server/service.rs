@@ -1,0 +1,241 @@
+//! What a connection hands its requests to.
+//!
+//! The server drives any [`Serve`]: the gateway's router directly (its routes' metrics and
+//! access log come with it), or any tower Service through [`Tower`]. In front of either,
+//! each listener puts its [`Fronted`] checks: a connection-level layer that refuses or
+//! answers a request before the Service sees it, and adds HSTS to what comes back.
+
+use super::front::Front;
+use crate::body::{BoxError, GateBody, ObservedBody};
+use crate::proxy::ConnInfo;
+use crate::router::{GatewayRouter, RouterFuture};
+use bytes::Bytes;
+use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics};
+use gatehouse_layers::watched::{Both, Watched};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use pin_project_lite::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower::util::Oneshot;
+use tower_service::Service;
+
+/// A Service of a connection's requests, told the connection each comes from. Clones are
+/// cheap: each connection takes one.
+pub trait Serve: Clone + Send + Sync + 'static {
+    /// Resolves to the response in parts: the connection takes it apart to wrap its body,
+    /// and a response passed whole through each level is copied at each (callgrind).
+    type Future: Future<Output = (http::response::Parts, ObservedBody)> + Send + 'static;
+
+    fn serve(&self, req: Request<Incoming>, conn: ConnInfo) -> Self::Future;
+
+    /// Where requests refused before reaching a route are counted, if anywhere.
+    fn unrouted(&self) -> Option<&'static RouteMetrics> {
+        None
+    }
+}
+
+impl Serve for GatewayRouter {
+    type Future = RouterParts;
+
+    fn serve(&self, req: Request<Incoming>, conn: ConnInfo) -> RouterParts {
+        RouterParts {
+            inner: self.dispatch(req, conn),
+        }
+    }
+
+    fn unrouted(&self) -> Option<&'static RouteMetrics> {
+        self.unrouted_metrics()
+    }
+}
+
+pin_project! {
+    /// The router's response future, yielding the response in parts.
+    pub struct RouterParts {
+        #[pin]
+        inner: RouterFuture,
+    }
+}
+
+impl Future for RouterParts {
+    type Output = (http::response::Parts, ObservedBody);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().inner.poll_parts(cx)
+    }
+}
+
+/// Any tower Service, served by gatehouse's server (see [`crate::server::serve`]). Each
+/// request carries its connection as extensions: a [`ConnInfo`], axum's
+/// `ConnectInfo<SocketAddr>`, and gatehouse-layers' `ClientAddr` and `Https`. The Service is cloned for each request and called once, as
+/// `axum::serve` does; its response body is boxed.
+#[derive(Clone)]
+pub struct Tower<S>(pub S);
+
+impl<S, B> Serve for Tower<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Future = TowerFuture<S, Request<Incoming>>;
+
+    fn serve(&self, mut req: Request<Incoming>, conn: ConnInfo) -> Self::Future {
+        if let Some(peer) = conn.peer {
+            let ext = req.extensions_mut();
+            ext.insert(axum::extract::ConnectInfo(peer));
+            // What gatehouse's layers read first.
+            ext.insert(gatehouse_layers::client::ClientAddr(peer));
+        }
+        req.extensions_mut()
+            .insert(gatehouse_layers::client::Https(conn.https));
+        req.extensions_mut().insert(conn);
+        TowerFuture {
+            inner: Oneshot::new(self.0.clone(), req),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`Tower`].
+    pub struct TowerFuture<S: Service<R>, R> {
+        #[pin]
+        inner: Oneshot<S, R>,
+    }
+}
+
+impl<S, R, B> Future for TowerFuture<S, R>
+where
+    S: Service<R, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Output = (http::response::Parts, ObservedBody);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let res = match std::task::ready!(self.project().inner.poll(cx)) {
+            Ok(res) => res.map(|b| GateBody::Boxed(axum::body::Body::new(b))),
+            Err(e) => {
+                // A Service's error is a fault of the server's, not the client's.
+                let e: BoxError = e.into();
+                tracing::error!("service error: {e}");
+                crate::http_util::plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+            }
+        };
+        let (parts, body) = res.into_parts();
+        Poll::Ready((parts, Watched::passthrough(body)))
+    }
+}
+
+/// A listener's checks in front of its Service (see [`Front`]): a request refused or
+/// answered here (400, 414, 501, an ACME challenge, the redirect to HTTPS) never reaches
+/// the Service, and is counted as unrouted.
+#[derive(Clone)]
+pub(crate) struct Fronted<T> {
+    front: Arc<Front>,
+    inner: T,
+}
+
+impl<T: Serve> Fronted<T> {
+    pub(crate) fn new(front: Arc<Front>, inner: T) -> Self {
+        Fronted { front, inner }
+    }
+
+    /// Whether file bodies may go out with sendfile on this listener.
+    pub(crate) fn sendfile(&self) -> bool {
+        self.front.sendfile
+    }
+
+    pub(crate) fn serve(
+        &self,
+        mut req: Request<Incoming>,
+        conn: ConnInfo,
+    ) -> FrontFuture<T::Future> {
+        let front = &self.front;
+        let early = match front.canonicalize(&mut req) {
+            Some(res) => Some(res),
+            None if front.intercepts() => front.intercept(&req),
+            None => None,
+        };
+        let kind = match early {
+            None => FrontKind::Inner {
+                fut: self.inner.serve(req, conn),
+            },
+            Some(res) => {
+                let (parts, body) = res.into_parts();
+                let body = match self.inner.unrouted() {
+                    Some(metrics) => {
+                        let end = MetricsEnd {
+                            metrics,
+                            started: metrics.start(req.method()),
+                            status: parts.status.as_u16(),
+                        };
+                        Watched::new(body, Both(None, Some(end)))
+                    }
+                    None => Watched::passthrough(body),
+                };
+                FrontKind::Early {
+                    res: Some(Response::from_parts(parts, body)),
+                }
+            }
+        };
+        FrontFuture {
+            kind,
+            hsts: front.hsts.clone(),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`Fronted`].
+    pub(crate) struct FrontFuture<F> {
+        #[pin]
+        kind: FrontKind<F>,
+        hsts: Option<http::HeaderValue>,
+    }
+}
+
+pin_project! {
+    #[project = FrontKindProj]
+    enum FrontKind<F> {
+        Inner { #[pin] fut: F },
+        Early { res: Option<Response<ObservedBody>> },
+    }
+}
+
+impl<F> FrontFuture<F>
+where
+    F: Future<Output = (http::response::Parts, ObservedBody)>,
+{
+    /// The response, in parts: the connection takes it apart anyway, and a response
+    /// returned whole through one more level is one more copy of it.
+    pub(crate) fn poll_parts(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<(http::response::Parts, ObservedBody)> {
+        let this = self.project();
+        let (mut parts, body) = match this.kind.project() {
+            FrontKindProj::Inner { fut } => std::task::ready!(fut.poll(cx)),
+            FrontKindProj::Early { res } => match res.take() {
+                Some(res) => res.into_parts(),
+                None => {
+                    crate::http_util::plain(StatusCode::INTERNAL_SERVER_ERROR, "polled twice\n")
+                        .map(Watched::passthrough)
+                        .into_parts()
+                }
+            },
+        };
+        if let Some(h) = this.hsts.take() {
+            // RFC 6797 §7.2: only over a secure transport, which is why it is per listener.
+            parts
+                .headers
+                .insert(http::header::STRICT_TRANSPORT_SECURITY, h);
+        }
+        Poll::Ready((parts, body))
+    }
+}
