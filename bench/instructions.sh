@@ -12,6 +12,11 @@
 # One worker, the static route with the open-file cache as bench/run.sh configures it, on
 # loopback; the proxy's backend is a gatehouse outside valgrind. Needs valgrind, oha,
 # openssl, curl. CG_DIR: keep each callgrind file there, for callgrind_annotate.
+# COLLECT: the functions whose instructions count (callgrind's --toggle-collect), by
+# default the accept loop and the connection tasks it spawns, where every request runs:
+# start-up is left out, whose clock calibration (quanta's) runs a timing-dependent number
+# of loops and made the whole-program figure swing by -5% to +24% between runs of one
+# binary. COLLECT=all counts the whole program (the scheduler's share too).
 set -euo pipefail
 
 NEW=${1:?usage: bench/instructions.sh NEW_BINARY BASE_BINARY}
@@ -20,6 +25,7 @@ SCENARIOS=${SCENARIOS:-static-1k proxy-1k h2-1k}
 N=${N:-6000}
 SMALL=${SMALL:-1000}
 CONNECTIONS=${CONNECTIONS:-8}
+COLLECT=${COLLECT:-*accept_loop*}
 OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 PORT=18581 ADMIN=18582 TLS=18583 BACKEND=18591 BACKEND_ADMIN=18592
 
@@ -84,7 +90,9 @@ count() { # bin scenario n
     args=(--insecure --http2 -p 4)
   fi
   rm -f "$out"
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --config "$WORK/g.toml" \
+  local collect=()
+  [ "$COLLECT" = all ] || collect=(--toggle-collect="$COLLECT")
+  valgrind --tool=callgrind "${collect[@]}" --callgrind-out-file="$out" "$bin" --config "$WORK/g.toml" \
     2> "$WORK/valgrind.log" &
   local pid=$!
   PIDS+=("$pid")
