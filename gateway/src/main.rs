@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+
 use clap::{Args, Parser, Subcommand};
 use gatehouse_config::{Config, ConfigErrors, Loader};
 use std::path::PathBuf;

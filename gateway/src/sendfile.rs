@@ -92,6 +92,7 @@ impl Channel {
 
     /// Writes `bufs`, sending any marker with `sendfile`. `None` if no marker is among them,
     /// so that the caller writes them as usual.
+    #[allow(unsafe_code)] // FFI: sendmsg, sendfile.
     pub(crate) fn poll_write(
         &self,
         stream: &TcpStream,
@@ -110,6 +111,7 @@ impl Channel {
                 let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
                 msg.msg_iov = head.as_ptr() as *mut libc::iovec;
                 msg.msg_iovlen = head.len() as _;
+                // SAFETY: msg is initialised above and its iovecs are alive.
                 let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_MORE | libc::MSG_NOSIGNAL) };
                 if n < 0 {
                     Err(io::Error::last_os_error())

@@ -124,6 +124,7 @@ fn by_cpu_program(cpus: &[u32], count: usize) -> Vec<libc::sock_filter> {
     prog
 }
 
+#[allow(unsafe_code)] // FFI: setsockopt(SO_ATTACH_REUSEPORT_CBPF).
 fn attach(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
@@ -232,6 +233,7 @@ impl Steering {
 }
 
 /// The CPUs the calling thread may run on (at start, the process's), in ascending order.
+#[allow(unsafe_code)] // FFI: sched_getaffinity.
 fn allowed_cpus() -> io::Result<Vec<u32>> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.
     let set = unsafe {
@@ -250,6 +252,7 @@ fn allowed_cpus() -> io::Result<Vec<u32>> {
 
 /// Raises the soft limit on open files to the hard limit, so that many connections don't
 /// fail with EMFILE on a default limit of 1024.
+#[allow(unsafe_code)] // FFI: getrlimit, setrlimit.
 pub fn raise_nofile_limit() -> io::Result<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -275,6 +278,7 @@ mod tests {
     use super::*;
     use std::net::TcpStream;
 
+    #[allow(unsafe_code)] // FFI: sched_setaffinity.
     fn pin_to(cpu: u32) -> io::Result<()> {
         // SAFETY: as in allowed_cpus; pid 0 is the calling thread.
         unsafe {

@@ -232,6 +232,7 @@ fn mid_page(want: usize) -> (Vec<u8>, usize) {
     (buf, start)
 }
 
+#[allow(unsafe_code)] // FFI: preadv2(RWF_NOWAIT) into spare capacity.
 fn read_nowait(file: &File, offset: u64, want: usize) -> io::Result<Option<Bytes>> {
     use std::os::fd::AsRawFd;
     let (mut buf, start) = mid_page(want);

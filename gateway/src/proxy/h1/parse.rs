@@ -118,6 +118,7 @@ pub(super) fn parse_into(buf: &mut BytesMut, spare: &mut HeaderMap) -> io::Resul
 
 /// Takes the fields of a head into `head`: framing and hop-by-hop ones noted, the rest
 /// kept with values sliced from `bytes` (`ascii`: all of it is).
+#[allow(unsafe_code)] // HeaderValue::from_maybe_shared_unchecked, measured below.
 pub(super) fn fields(
     head: &mut Head,
     bytes: &Bytes,
