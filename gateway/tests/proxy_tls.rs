@@ -150,6 +150,43 @@ fn http2_by_prior_knowledge_to_a_plain_upstream() {
     }
 }
 
+/// The attempts over hyper's client (here HTTP/2 to the upstreams) fail over as those over
+/// the own HTTP/1.1 client do: round robin starts at the dead upstream, and every GET is
+/// answered by the live one.
+#[test]
+fn a_dead_upstream_fails_over_on_hypers_client_too() {
+    let up = upstream(None);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(
+        dir.path(),
+        &format!(
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{dead}\", \"http://{up}\"]\nhttp2 = true\nmax_fails = 0\n"
+        ),
+    );
+    for _ in 0..4 {
+        let r = s.get("/");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.text(), "HTTP/2.0 plain");
+    }
+    // With no retry, half the GETs meet the dead one: a 502, as on the own client.
+    let none = TestServer::start(
+        dir.path(),
+        &format!(
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{dead}\", \"http://{up}\"]\nhttp2 = true\nmax_fails = 0\nretries = 0\n"
+        ),
+    );
+    let statuses: Vec<u16> = (0..4).map(|_| none.get("/").status).collect();
+    assert_eq!(
+        statuses.iter().filter(|&&c| c == 502).count(),
+        2,
+        "{statuses:?}"
+    );
+}
+
 #[test]
 fn a_client_certificate_is_shown_to_upstreams_that_ask() {
     let pki = pki();

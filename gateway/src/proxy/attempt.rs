@@ -11,7 +11,7 @@ impl Inner {
         pools: &[Option<Arc<pool::Pool>>],
         parts: &mut http::request::Parts,
         prep: Prepared,
-    ) -> Result<Bare, Refused> {
+    ) -> Result<BareStart, Refused> {
         let i = self
             .selector
             .pick(&self.upstreams, health::now_ms(), &[], prep.key)
@@ -37,76 +37,87 @@ impl Inner {
             prep.fwd.as_ref(),
         );
         out.recycle(std::mem::take(&mut parts.headers));
-        Ok(Bare {
+        Ok(BareStart {
+            bare: Bare {
+                out,
+                conn,
+                pool,
+                client_host: prep.client_host.is_some(),
+            },
+            first: i,
             // Counted as it is picked, so that the next request's pick sees it.
             guard: self.count_in(&self.upstreams[i]),
-            out,
-            conn,
-            pool,
-            first: i,
             key: prep.key,
-            client_host: prep.client_host.is_some(),
         })
     }
 
     /// The bodiless, idempotent exchange over this crate's own HTTP/1.1 client ([`h1`]),
-    /// tried on the next upstream when a connection can't be made.
-    pub(super) async fn forward_bare(self: Arc<Self>, mut bare: Bare) -> Response<ProxyBody> {
-        let mut tried = Tried::default();
+    /// its first upstream picked in the call ([`Inner::start_bare`]).
+    pub(super) fn forward_bare(
+        self: Arc<Self>,
+        start: BareStart,
+    ) -> impl Future<Output = Response<ProxyBody>> {
+        let BareStart {
+            bare,
+            first,
+            guard,
+            key,
+        } = start;
         let may_retry = self.retries > 0 && self.upstreams.len() > 1;
-        let mut i = bare.first;
+        self.attempts(bare, Some((first, guard, ())), key, may_retry)
+    }
+
+    /// The attempts at a request, the same over either [`Transport`]: an upstream picked
+    /// (unless the call already did: `first`), counted, asked; on a failure, held against
+    /// it only when it was its fault, and tried on the next one when the error and the
+    /// route's `retries` allow.
+    pub(super) async fn attempts<T: Transport>(
+        self: Arc<Self>,
+        mut t: T,
+        mut first: Option<(usize, Option<InFlight>, T::Ready)>,
+        key: Option<u64>,
+        may_retry: bool,
+    ) -> Response<ProxyBody> {
+        let mut tried = Tried::default();
         loop {
+            let (i, guard, ready) = match first.take() {
+                Some(picked) => picked,
+                None => {
+                    let picked = self.selector.pick(
+                        &self.upstreams,
+                        health::now_ms(),
+                        tried.as_slice(),
+                        key,
+                    );
+                    let Some(i) = picked else {
+                        return if tried.len() == 0 {
+                            plain(StatusCode::SERVICE_UNAVAILABLE, "no upstream available\n")
+                        } else {
+                            plain(StatusCode::BAD_GATEWAY, "bad gateway\n")
+                        };
+                    };
+                    let ready = match t.to(&self, i) {
+                        Ok(ready) => ready,
+                        Err(r) => return r.response(),
+                    };
+                    (i, self.count_in(&self.upstreams[i]), ready)
+                }
+            };
             tried.push(i);
             let up = &self.upstreams[i];
-            // The first upstream was counted when it was picked.
-            let guard = if tried.len() == 1 {
-                bare.guard.take()
-            } else {
-                self.count_in(up)
-            };
             let asked = std::time::Instant::now();
             up.metrics.requests.increment(1);
-            // As `tokio::time::timeout` does, a deadline past what an Instant holds is far.
-            let deadline = tokio::time::Instant::from_std(asked)
-                .checked_add(self.response_timeout)
-                .unwrap_or_else(|| tokio::time::Instant::now() + FAR);
-            let sent = h1::send(
-                &bare.pool,
-                &up.authority,
-                bare.conn.take(),
-                &mut bare.out,
-                deadline,
-            )
-            .await;
-            let e = match sent {
-                Ok(Ok(res)) => {
-                    let res = res.map(UpstreamRes::H1);
-                    return self.answered(up, res, guard, asked, None, &mut None);
+            match t.exchange(&self, i, ready, asked).await {
+                Ok((res, lent)) => {
+                    let mut upgrade = t.take_upgrade();
+                    return self.answered(up, res, guard, asked, lent, &mut upgrade);
                 }
-                Ok(Err(e)) => ProxyError::of(e, Blame::Upstream),
-                Err(_) => ProxyError::timed_out(Blame::Upstream),
-            };
-            if let Err(r) = self.failed(up, e, may_retry, &tried) {
-                return r.response();
+                Err(e) => {
+                    if let Err(r) = self.failed(up, e, may_retry, &tried) {
+                        return r.response();
+                    }
+                }
             }
-            let Some(next) = self.selector.pick(
-                &self.upstreams,
-                health::now_ms(),
-                tried.as_slice(),
-                bare.key,
-            ) else {
-                return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
-            };
-            // The client's Host stays; an upstream's own is the next one's.
-            if !(bare.client_host && self.keep_host) {
-                bare.out.set_host(self.upstreams[next].host.as_ref());
-            }
-            let Some(pool) = self.h1_pools().and_then(|p| p.get(next).cloned().flatten()) else {
-                return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
-            };
-            bare.conn = pool.checkout_h1();
-            bare.pool = pool;
-            i = next;
         }
     }
 
@@ -216,14 +227,14 @@ impl Inner {
 
     /// Every other exchange: with a body, an upgrade, HTTP/2 or TLS to the upstream — over
     /// hyper's client.
-    pub(super) async fn forward(
+    pub(super) fn forward(
         self: Arc<Self>,
         parts: http::request::Parts,
         body: ReqBody,
         prep: Prepared,
-    ) -> Response<ProxyBody> {
+    ) -> impl Future<Output = Response<ProxyBody>> {
         let Prepared {
-            mut client_upgrade,
+            client_upgrade,
             client_host,
             key,
             replayable,
@@ -236,91 +247,172 @@ impl Inner {
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         let (body, progress) = body.tracked();
-        let mut body = Some(body);
-        let mut tried = Tried::default();
         // The request is copied for a second attempt only when one can happen.
         let may_retry = replayable && self.retries > 0 && self.upstreams.len() > 1;
-        let mut spare = Some(parts);
-        loop {
-            let now = health::now_ms();
-            let Some(i) = self
-                .selector
-                .pick(&self.upstreams, now, tried.as_slice(), key)
-            else {
-                return if tried.len() == 0 {
-                    plain(StatusCode::SERVICE_UNAVAILABLE, "no upstream available\n")
-                } else {
-                    plain(StatusCode::BAD_GATEWAY, "bad gateway\n")
-                };
-            };
-            tried.push(i);
-            let up = &self.upstreams[i];
-            let next = if may_retry {
-                spare.clone()
-            } else {
-                spare.take()
-            };
-            let Some(mut p) = next else {
-                return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
-            };
-            let pool = self.pool(i);
-            // RFC 9112 §3.2.1: to an origin server, the target in origin form; hyper-util's
-            // client wants the absolute form, to pick its connection by.
-            p.uri = match pool {
-                Some(_) => Uri::from(path.clone()),
-                None => {
-                    let uri = Uri::builder()
-                        .scheme(up.scheme.clone())
-                        .authority(up.authority.clone())
-                        .path_and_query(path.clone())
-                        .build();
-                    let Ok(uri) = uri else {
-                        return plain(StatusCode::BAD_REQUEST, "bad request\n");
-                    };
-                    uri
-                }
-            };
-            p.version = if self.http2 {
-                http::Version::HTTP_2
-            } else {
-                http::Version::HTTP_11
-            };
-            if let Some(h) = self.host_for(client_host.as_ref(), up) {
-                p.headers.insert(HOST, h.clone());
-            }
-            let b = body.take().unwrap_or(ReqBody::Empty);
-            let guard = self.count_in(up);
-            let asked = std::time::Instant::now();
-            up.metrics.requests.increment(1);
-            let exchange = async {
-                match pool {
-                    // Boxed: rarer, and it would make every request's future larger.
-                    Some(pool) => {
-                        Box::pin(pool::send(pool, &up.authority, Request::from_parts(p, b)))
-                            .await
-                            .map(|(res, lent)| (res.map(UpstreamRes::Hyper), Some(lent)))
-                    }
-                    None => match self.client().request(Request::from_parts(p, b)).await {
-                        Ok(res) => Ok((res.map(UpstreamRes::Hyper), None)),
-                        Err(e) => Err(pool::SendError::Client(e)),
-                    },
-                }
-            };
-            let sent = self
-                .within_response_timeout(exchange, progress.as_deref())
-                .await;
-            let e = match sent {
-                Ok(Ok((res, lent))) => {
-                    return self.answered(up, res, guard, asked, lent, &mut client_upgrade);
-                }
-                Ok(Err(e)) => ProxyError::of(e, Blame::of(progress.as_deref(), false)),
-                Err(_) => ProxyError::timed_out(Blame::of(progress.as_deref(), true)),
-            };
-            if let Err(r) = self.failed(up, e, may_retry, &tried) {
-                return r.response();
-            }
-            body = Some(ReqBody::Empty);
+        let t = ViaHyper {
+            spare: Some(parts),
+            path,
+            body: Some(body),
+            progress,
+            client_upgrade,
+            client_host,
+            may_retry,
+        };
+        self.attempts(t, None, key, may_retry)
+    }
+}
+
+/// One way of carrying a request to an upstream: the own HTTP/1.1 client ([`Bare`]) or
+/// hyper's ([`ViaHyper`]). [`Inner::attempts`] is the one loop over both.
+pub(super) trait Transport {
+    /// The request readied for one upstream.
+    type Ready;
+
+    /// Readies the request for upstream `i`, picked in the loop; `Err` when it can't be.
+    fn to(&mut self, inner: &Inner, i: usize) -> Result<Self::Ready, Refused>;
+
+    /// One exchange with upstream `i`, asked at `asked`, until its response head or the
+    /// route's response timeout.
+    async fn exchange(
+        &mut self,
+        inner: &Inner,
+        i: usize,
+        ready: Self::Ready,
+        asked: std::time::Instant,
+    ) -> Result<(Response<UpstreamRes>, Option<pool::Lent>), ProxyError>;
+
+    /// The client's side of the upgrade it asked for, if it did.
+    fn take_upgrade(&mut self) -> Option<hyper::upgrade::OnUpgrade> {
+        None
+    }
+}
+
+impl Transport for Bare {
+    /// The head is in `out`, its Host set for the upstream.
+    type Ready = ();
+
+    fn to(&mut self, inner: &Inner, i: usize) -> Result<(), Refused> {
+        // The client's Host stays; an upstream's own is the next one's.
+        if !(self.client_host && inner.keep_host) {
+            self.out.set_host(inner.upstreams[i].host.as_ref());
         }
+        let Some(pool) = inner.h1_pools().and_then(|p| p.get(i).cloned().flatten()) else {
+            return Err(Refused(StatusCode::BAD_GATEWAY, "bad gateway\n"));
+        };
+        self.conn = pool.checkout_h1();
+        self.pool = pool;
+        Ok(())
+    }
+
+    async fn exchange(
+        &mut self,
+        inner: &Inner,
+        i: usize,
+        (): (),
+        asked: std::time::Instant,
+    ) -> Result<(Response<UpstreamRes>, Option<pool::Lent>), ProxyError> {
+        // As `tokio::time::timeout` does, a deadline past what an Instant holds is far.
+        let deadline = tokio::time::Instant::from_std(asked)
+            .checked_add(inner.response_timeout)
+            .unwrap_or_else(|| tokio::time::Instant::now() + FAR);
+        let up = &inner.upstreams[i];
+        let sent = h1::send(
+            &self.pool,
+            &up.authority,
+            self.conn.take(),
+            &mut self.out,
+            deadline,
+        )
+        .await;
+        match sent {
+            Ok(Ok(res)) => Ok((res.map(UpstreamRes::H1), None)),
+            // Nothing of the request's is the client's: every failure is the upstream's.
+            Ok(Err(e)) => Err(ProxyError::of(e, Blame::Upstream)),
+            Err(_) => Err(ProxyError::timed_out(Blame::Upstream)),
+        }
+    }
+}
+
+/// A request over hyper's client: its head kept for another attempt when one may happen,
+/// its body watched to tell whose fault a failure was.
+pub(super) struct ViaHyper {
+    spare: Option<http::request::Parts>,
+    path: PathAndQuery,
+    body: Option<ReqBody>,
+    progress: Option<Arc<Progress>>,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    client_host: Option<HeaderValue>,
+    may_retry: bool,
+}
+
+impl Transport for ViaHyper {
+    type Ready = Request<ReqBody>;
+
+    fn to(&mut self, inner: &Inner, i: usize) -> Result<Request<ReqBody>, Refused> {
+        let up = &inner.upstreams[i];
+        let next = if self.may_retry {
+            self.spare.clone()
+        } else {
+            self.spare.take()
+        };
+        let Some(mut p) = next else {
+            return Err(Refused(StatusCode::BAD_GATEWAY, "bad gateway\n"));
+        };
+        // RFC 9112 §3.2.1: to an origin server, the target in origin form; hyper-util's
+        // client wants the absolute form, to pick its connection by.
+        p.uri = match inner.pool(i) {
+            Some(_) => Uri::from(self.path.clone()),
+            None => Uri::builder()
+                .scheme(up.scheme.clone())
+                .authority(up.authority.clone())
+                .path_and_query(self.path.clone())
+                .build()
+                .map_err(|_| Refused(StatusCode::BAD_REQUEST, "bad request\n"))?,
+        };
+        p.version = if inner.http2 {
+            http::Version::HTTP_2
+        } else {
+            http::Version::HTTP_11
+        };
+        if let Some(h) = inner.host_for(self.client_host.as_ref(), up) {
+            p.headers.insert(HOST, h.clone());
+        }
+        // A second attempt happens only for a request with no body (`may_retry`).
+        let b = self.body.take().unwrap_or(ReqBody::Empty);
+        Ok(Request::from_parts(p, b))
+    }
+
+    async fn exchange(
+        &mut self,
+        inner: &Inner,
+        i: usize,
+        req: Request<ReqBody>,
+        _asked: std::time::Instant,
+    ) -> Result<(Response<UpstreamRes>, Option<pool::Lent>), ProxyError> {
+        let up = &inner.upstreams[i];
+        let pool = inner.pool(i);
+        let exchange = async {
+            match pool {
+                // Boxed: rarer, and it would make every request's future larger.
+                Some(pool) => Box::pin(pool::send(pool, &up.authority, req))
+                    .await
+                    .map(|(res, lent)| (res.map(UpstreamRes::Hyper), Some(lent))),
+                None => match inner.client().request(req).await {
+                    Ok(res) => Ok((res.map(UpstreamRes::Hyper), None)),
+                    Err(e) => Err(pool::SendError::Client(e)),
+                },
+            }
+        };
+        let progress = self.progress.as_deref();
+        match inner.within_response_timeout(exchange, progress).await {
+            Ok(Ok(res)) => Ok(res),
+            Ok(Err(e)) => Err(ProxyError::of(e, Blame::of(progress, false))),
+            Err(_) => Err(ProxyError::timed_out(Blame::of(progress, true))),
+        }
+    }
+
+    fn take_upgrade(&mut self) -> Option<hyper::upgrade::OnUpgrade> {
+        self.client_upgrade.take()
     }
 }
 
@@ -330,15 +422,20 @@ pub(super) const FAR: Duration = Duration::from_secs(86400 * 365 * 30);
 /// A bodiless request on its way over [`h1`]: its head encoded, the upstream's pool, and
 /// an idle connection out of it, if there was one.
 pub(super) struct Bare {
-    /// The first upstream's in-flight count, under least_requests.
-    pub(super) guard: Option<InFlight>,
     pub(super) out: h1::Outgoing,
     pub(super) conn: Option<h1::Conn>,
     pub(super) pool: Arc<pool::Pool>,
-    pub(super) first: usize,
-    pub(super) key: Option<u64>,
     /// The client sent a Host (kept unless the route sends the upstream's).
     pub(super) client_host: bool,
+}
+
+/// A [`Bare`] exchange as [`Inner::start_bare`] leaves it: its first upstream picked.
+pub(super) struct BareStart {
+    pub(super) bare: Bare,
+    pub(super) first: usize,
+    /// The first upstream's in-flight count, under least_requests.
+    pub(super) guard: Option<InFlight>,
+    pub(super) key: Option<u64>,
 }
 
 impl Drop for Bare {
