@@ -8,6 +8,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# conn-10k holds 10,000 connections: every server started from here (and oha) may open as
+# many files as the hard limit allows.
+ulimit -n "$(ulimit -Hn)" 2> /dev/null || true
 GATEHOUSE=${GATEHOUSE:-$ROOT/target/release/gatehouse}
 GATEHOUSE_BASE=${GATEHOUSE_BASE:-}
 NGINX=${NGINX-$(command -v nginx || true)}
@@ -28,7 +31,15 @@ ROUNDS=${ROUNDS:-1}
 # built here with cargo; HYPER_FLOOR names another binary).
 FLOOR=${FLOOR:-}
 HYPER_FLOOR=${HYPER_FLOOR:-$ROOT/target/release/examples/bare_hyper}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k,idle-1000}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k,idle-1000,files-10k,notfound,tls-handshake,conn-10k}
+# files-10k: 10,000 distinct 1 KiB files, a random one per request (after a pass that
+# touches each), every server's open-file cache large enough for all.
+# tls-handshake: a new TLS connection per request, from HANDSHAKE_CONNECTIONS clients.
+export HANDSHAKE_CONNECTIONS=${HANDSHAKE_CONNECTIONS:-32}
+# conn-10k: CONN10K_CONNECTIONS keep-alive connections making CONN10K_RATE requests a
+# second in all, with the open-files limit raised to the hard limit for every server.
+export CONN10K_CONNECTIONS=${CONN10K_CONNECTIONS:-10000}
+export CONN10K_RATE=${CONN10K_RATE:-20000}
 # idle-1000: IDLE_CONNECTIONS held open and mostly idle (one request at the start, one at
 # the end), beside IDLE_ACTIVE connections making IDLE_RATE requests a second in all.
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-900}
@@ -57,6 +68,9 @@ TLS_GH=18281 TLS_NGINX=18282 TLS_CADDY=18283
 # counted), over keep-alive connections.
 PROXY_TOML="[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:$PORT_BACKEND\"]"
 BACKEND_PID=
+# Per scenario (run_server): files-10k and notfound need a cache for more than 10,000
+# names, conn-10k more connections than 8,192 a worker could be handed.
+NGINX_WORKER_CONNECTIONS=8192 NGINX_OPEN_FILES=10000
 
 mkdir -p "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
@@ -89,6 +103,15 @@ mkdir -p "$WWW"
 head -c 1024 /dev/urandom > "$WWW/1k.bin"
 head -c $((1024 * 1024)) /dev/urandom > "$WWW/1m.bin"
 cp "$ROOT/bench/app.js" "$WWW/app.js"
+# files-10k's files, named without a dot: oha's --rand-regex-url reads a dot as a separator.
+python3 - "$WWW/f" 10000 <<'PY'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(d, exist_ok=True)
+for i in range(n):
+    with open(os.path.join(d, "%04d" % i), "wb") as f:
+        f.write(os.urandom(1024))
+PY
 chmod -R a+rX "$WWW"
 # One certificate for every server in the TLS scenarios: ECDSA P-256, as most sites use.
 CERT="$WORK/cert.pem" KEY="$WORK/key.pem"
@@ -113,6 +136,9 @@ scenario_path() {
     https-1k | h2-1k) echo /1k.bin ;;
     https-1m) echo /1m.bin ;;
     log-1k | auth-basic-1k | idle-1000) echo /1k.bin ;;
+    files-10k) echo /f/0000 ;;
+    notfound) echo /nf/missing ;;
+    tls-handshake | conn-10k) echo /1k.bin ;;
     *) return 1 ;;
   esac
 }
@@ -126,7 +152,7 @@ scenario_header() {
   esac
 }
 
-is_tls() { case "$1" in https-* | h2-*) return 0 ;; *) return 1 ;; esac; }
+is_tls() { case "$1" in https-* | h2-* | tls-*) return 0 ;; *) return 1 ;; esac; }
 is_h2() { case "$1" in h2-*) return 0 ;; *) return 1 ;; esac; }
 
 # What a server lacks for a scenario, if anything (the scenario then skips it, saying so).
@@ -206,7 +232,7 @@ worker_processes 2;
 daemon off;
 pid $WORK/$name/nginx.pid;
 error_log $WORK/$name/error.log warn;
-events { worker_connections 8192; }
+events { worker_connections $NGINX_WORKER_CONNECTIONS; }
 http {
   access_log off;
   sendfile on;
@@ -214,7 +240,7 @@ http {
   tcp_nodelay on;
   keepalive_timeout 65;
   keepalive_requests 100000000;
-  open_file_cache max=10000 inactive=60s;
+  open_file_cache max=$NGINX_OPEN_FILES inactive=60s;
   open_file_cache_valid 1s;
   open_file_cache_errors on;
   client_body_temp_path $WORK/$name/body;
@@ -381,6 +407,48 @@ check_body() { # port path expected-file header [tls|h2]
   stat -c %s "$got"
 }
 
+# files-10k: one request for each file before the load, so that every server's cache holds
+# them all, as it would after a while in production.
+touch_files() { # port
+  python3 - "$1" <<'PY'
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+for i in range(10000):
+    c.request("GET", "/f/%04d" % i)
+    r = c.getresponse()
+    body = r.read()
+    if r.status != 200 or len(body) != 1024:
+        sys.exit(f"/f/{i:04d}: {r.status}, {len(body)} bytes")
+PY
+}
+
+# tls-handshake: whether the server resumes a session for a client that offers one, as oha
+# does (its rustls client keeps each server's tickets and offers them on the next
+# connection): 20 connections in a row, each offering the previous one's session. Said
+# on stderr and kept in the results' Markdown, so a comparison is known to be like for like.
+tls_resumption() { # server port
+  local line
+  line=$(python3 - "$2" "$CERT" <<'PY'
+import socket, ssl, sys
+port, ca = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=ca)
+sess, resumed, first = None, 0, None
+for _ in range(20):
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1", session=sess) as t:
+            t.sendall(b"GET /1k.bin HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            while t.recv(65536):
+                pass
+            first = first or f"{t.version()} {t.cipher()[0]}"
+            resumed += t.session_reused
+            sess = t.session
+print(f"{first}: {resumed} of 20 handshakes resumed, {20 - resumed} full")
+PY
+) || line="the probe failed"
+  say "  $1 TLS: $line"
+  echo "$1: $line" >> "$WORK/tls-resumption"
+}
+
 measure() { # scenario server port
   local scenario=$1 server=$2 port=$3 path expected url header size kind="" conns=$CONNECTIONS
   path=$(scenario_path "$scenario")
@@ -398,11 +466,35 @@ measure() { # scenario server port
     kind=h2 conns=$(( (CONNECTIONS + 3) / 4 ))
     hargs+=(--http2 -p 4)
   fi
-  if ! size=$(check_body "$port" "$path" "$expected" "$header" "$kind"); then
+  local expect_status=200
+  if [ "$scenario" = notfound ]; then
+    # Any body will do, so long as it says 404 (each server writes its own page).
+    expect_status=404 size=0
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' "$url")" != 404 ]; then
+      say "  $server: $path was not a 404; not measured"
+      echo "$scenario $server" >> "$WORK/unmeasured"
+      return 0
+    fi
+  elif ! size=$(check_body "$port" "$path" "$expected" "$header" "$kind"); then
     say "  $server: $path failed its check; not measured"
     echo "$scenario $server" >> "$WORK/unmeasured"
     return 0
   fi
+  case "$scenario" in
+    files-10k)
+      touch_files "$port" || { say "  $server: the pass over the files failed; not measured"; echo "$scenario $server" >> "$WORK/unmeasured"; return 0; }
+      url="http://127.0.0.1:$port/f/[0-9]{4}"
+      hargs+=(--rand-regex-url) ;;
+    notfound)
+      url="http://127.0.0.1:$port/nf/[a-z0-9]{16}"
+      hargs+=(--rand-regex-url) ;;
+    tls-handshake)
+      conns=$HANDSHAKE_CONNECTIONS
+      hargs+=(--disable-keepalive) ;;
+    conn-10k)
+      conns=$CONN10K_CONNECTIONS
+      hargs+=(-q "$CONN10K_RATE") ;;
+  esac
   [ -n "$header" ] && hargs+=(-H "$header")
   local idle_pid=""
   echo 0 > "$WORK/idle.failed"
@@ -437,7 +529,8 @@ measure() { # scenario server port
       "$WORK/idle.json" "$IDLE_CONNECTIONS" > "$WORK/idle.failed" 2> /dev/null || echo "$IDLE_CONNECTIONS" > "$WORK/idle.failed"
     say "  idle connections: $(cat "$WORK/idle.json" 2> /dev/null)"
   fi
-  python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
+  [ "$scenario" = tls-handshake ] && tls_resumption "$server" "$port"
+  EXPECT_STATUS=$expect_status python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
     "$size" "$WORK/metrics0" "$WORK/metrics1" "$(cat "$WORK/idle.failed")" >> "$ROWS" <<'PY'
 import json, os, sys
 path, scenario, server, ticks, hz, rss_kib, size, m0, m1, idle_failed = sys.argv[1:]
@@ -470,12 +563,12 @@ except Exception as e:
                       "requests": 0, "errors": None, "note": f"oha output unreadable: {e}"}))
     sys.exit(0)
 codes = {int(k): v for k, v in (d.get("statusCodeDistribution") or {}).items()}
-ok = codes.get(200, 0)
+ok = codes.get(int(os.environ.get("EXPECT_STATUS", "200")), 0)
 requests = sum(codes.values())
 errors = requests - ok + sum((d.get("errorDistribution") or {}).values()) + int(idle_failed)
-# Any 200 whose body was not the file's length shows in the byte total.
+# Any 200 whose body was not the file's length shows in the byte total (size 0: any body).
 total = d["summary"].get("totalData") or 0
-if ok and total != ok * size:
+if ok and size and total != ok * size:
     errors += max(1, abs(total - ok * size) // max(size, 1))
 lat = d.get("latencyPercentiles") or {}
 ms = lambda v: round(v * 1000, 3) if v is not None else None
@@ -531,6 +624,15 @@ PY
 run_server() { # scenario server
   local scenario=$1 server=$2 mode=static gh_toml=$GATEHOUSE_TOML base_toml=$BASE_TOML
   local p_gh=$PORT_GH p_nginx=$PORT_NGINX p_caddy=$PORT_CADDY missing
+  NGINX_WORKER_CONNECTIONS=8192 NGINX_OPEN_FILES=10000
+  case "$scenario" in
+    files-10k | notfound)
+      NGINX_OPEN_FILES=20000
+      # The same size of cache for gatehouse, when it runs with the nginx-equivalent settings.
+      [ "$gh_toml" = "$NGINX_EQUIVALENT" ] && gh_toml="$gh_toml\nmax_entries = 20000"
+      [ "$base_toml" = "$NGINX_EQUIVALENT" ] && base_toml="$base_toml\nmax_entries = 20000" ;;
+    conn-10k) NGINX_WORKER_CONNECTIONS=$((CONN10K_CONNECTIONS + 1024)) ;;
+  esac
   if [ "$scenario" = proxy-1k ]; then
     mode=proxy gh_toml=$PROXY_TOML base_toml=$PROXY_TOML
   fi
@@ -628,9 +730,10 @@ for scenario in "${SCEN[@]}"; do
 done
 
 touch "$WORK/unmeasured"
-python3 - "$ROWS" "$OUT_DIR" "$DURATION" "$CONNECTIONS" "$WORK/unmeasured" <<'PY'
+touch "$WORK/tls-resumption"
+python3 - "$ROWS" "$OUT_DIR" "$DURATION" "$CONNECTIONS" "$WORK/unmeasured" "$WORK/tls-resumption" <<'PY'
 import json, sys, os, platform
-rows_path, out, duration, conns, unmeasured = sys.argv[1:]
+rows_path, out, duration, conns, unmeasured, resumption = sys.argv[1:]
 rows = [json.loads(l) for l in open(rows_path) if l.strip()]
 keys = ["scenario", "server", "round", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"]
 json.dump([{k: r.get(k) for k in keys} for r in rows], open(os.path.join(out, "bench-results.json"), "w"), indent=2)
@@ -638,9 +741,13 @@ nginx = {(r["scenario"], r.get("round", 1)): r for r in rows if r["server"] == "
 rounds = max((r.get("round", 1) for r in rows), default=1)
 lines = [
     f"Load: oha, HTTP/1.1 keep-alive, {conns} connections, {duration} per scenario after a warm-up; "
-    f"{os.cpu_count()} CPUs, load generator on the same machine. https-* and h2-* use TLS "
+    f"{os.cpu_count()} CPUs, load generator on the same machine. https-*, h2-* and tls-handshake use TLS "
     f"(one self-signed ECDSA P-256 certificate for all); h2-* uses HTTP/2 with a quarter of the "
-    f"connections and 4 streams on each.",
+    f"connections and 4 streams on each. files-10k asks for a random one of 10,000 files, notfound for "
+    f"random missing paths (answered 404), tls-handshake makes a new TLS connection per request from "
+    f"{os.environ.get('HANDSHAKE_CONNECTIONS', 32)} clients, and conn-10k holds "
+    f"{os.environ.get('CONN10K_CONNECTIONS', 10000)} connections making "
+    f"{os.environ.get('CONN10K_RATE', 20000)} requests a second in all.",
     "",
     "| scenario | server | req/s | p50 ms | p99 ms | CPU µs/req | vs nginx | per its /metrics | peak RSS MiB | requests | errors |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -684,6 +791,11 @@ if skipped:
     lines.append("")
     lines.append("Not measured, because the response failed its check (not the file, or for "
                  "text-gzip not valid gzip of it), the server lacks the feature, or it did not start: " + ", ".join(f"{s} on {sc}" for sc, s in skipped) + ".")
+probes = list(dict.fromkeys(l.strip() for l in open(resumption) if l.strip()))
+if probes:
+    lines += ["", "tls-handshake: a new connection per request. Each server's resumption, probed with "
+              "20 connections in a row that each offer the previous one's session (as oha's client does): "
+              + "; ".join(probes) + "."]
 open(os.path.join(out, "bench-results.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
