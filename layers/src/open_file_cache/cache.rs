@@ -1,5 +1,8 @@
 use super::entry::{Check, Resolved};
 use super::resolve::Resolver;
+
+/// A resolution of paths that name nothing, made on the calling thread ([`Resolver::resolve_absent`]).
+type Absent = fn(&Resolver, &str) -> Option<(Resolved, Check)>;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -254,7 +257,10 @@ impl FileCache {
     /// Resolves `key` on the blocking pool and caches the result. Concurrent loads of one
     /// key wait for a single resolution.
     pub async fn load(&self, key: &str) -> Resolved {
-        self.load_with(key, |r, k| r.resolve_checked(k)).await
+        self.load_with(key, Some(Resolver::resolve_absent), |r, k| {
+            r.resolve_checked(k)
+        })
+        .await
     }
 
     /// A file named relative to the root, such as a custom 404 page, through the cache.
@@ -264,31 +270,46 @@ impl FileCache {
         match self.lookup(&key) {
             Some(r) => r,
             None => {
-                self.load_with(&key, |r, k| r.resolve_relative_checked(&k["page:".len()..]))
-                    .await
+                self.load_with(&key, None, |r, k| {
+                    r.resolve_relative_checked(&k["page:".len()..])
+                })
+                .await
             }
         }
     }
 
+    /// `absent`: an answer for a path that names nothing, found on this thread (one
+    /// `stat`); anything else is resolved on the blocking pool, where opening and reading
+    /// a file can't stall the runtime.
     async fn load_with(
         &self,
         key: &str,
+        absent: Option<Absent>,
         resolve: fn(&Resolver, &str) -> (Resolved, Check),
     ) -> Resolved {
         let guard = match self.inner.map.get_value_or_guard_async(key).await {
             Ok(hit) => return hit.resolved.clone(),
             Err(guard) => guard,
         };
-        let this = self.clone();
-        let owned = key.to_owned();
-        let loaded = tokio::task::spawn_blocking(move || {
-            this.inner.loads.fetch_add(1, Ordering::Relaxed);
-            resolve(&this.inner.resolver, &owned)
-        })
-        .await;
-        let (resolved, check) = match loaded {
-            Ok(pair) => pair,
-            Err(_) => return Resolved::Forbidden,
+        let quick = absent.and_then(|f| f(&self.inner.resolver, key));
+        let (resolved, check) = match quick {
+            Some(pair) => {
+                self.inner.loads.fetch_add(1, Ordering::Relaxed);
+                pair
+            }
+            None => {
+                let this = self.clone();
+                let owned = key.to_owned();
+                let loaded = tokio::task::spawn_blocking(move || {
+                    this.inner.loads.fetch_add(1, Ordering::Relaxed);
+                    resolve(&this.inner.resolver, &owned)
+                })
+                .await;
+                match loaded {
+                    Ok(pair) => pair,
+                    Err(_) => return Resolved::Forbidden,
+                }
+            }
         };
         if matches!(resolved, Resolved::Forbidden) {
             // Permissions may be fixed at any moment: don't remember a refusal.
@@ -504,5 +525,47 @@ mod tests {
         cache.inner.map.remove("/a.txt");
         shared.gone.store(true, Ordering::Relaxed);
         assert!(cache.lookup("/a.txt").is_none());
+    }
+
+    /// A path that names nothing is answered without the blocking pool: with its one thread
+    /// held, the miss still resolves (and is cached), and a file that exists waits for it.
+    #[test]
+    fn a_miss_for_nothing_needs_no_blocking_thread() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::write(d.path().join("a.txt"), "hello").expect("write");
+        std::fs::write(d.path().join("f"), "a file, not a directory").expect("write");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let cache = FileCache::new(
+                Resolver::new(d.path()).expect("root"),
+                CacheOptions::default(),
+            );
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let busy = tokio::task::spawn_blocking(move || held.recv());
+            let soon = Duration::from_secs(2);
+            for missing in ["/nothing-here", "/no/such/dir/x", "/f/under-a-file"] {
+                let r = tokio::time::timeout(soon, cache.load(missing)).await;
+                assert!(matches!(r, Ok(Resolved::NotFound)), "{missing}: {r:?}");
+                assert!(
+                    matches!(cache.lookup(missing), Some(Resolved::NotFound)),
+                    "{missing}"
+                );
+            }
+            assert_eq!(cache.loads(), 3);
+            // What exists is opened on the blocking pool, so it waits while that is held.
+            let mut file = std::pin::pin!(cache.load("/a.txt"));
+            assert!(
+                tokio::time::timeout(Duration::from_millis(200), file.as_mut())
+                    .await
+                    .is_err()
+            );
+            release.send(()).expect("release");
+            let _ = busy.await;
+            entry(Some(file.await));
+        });
     }
 }
