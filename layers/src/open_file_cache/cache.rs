@@ -1,6 +1,13 @@
 use super::entry::{Check, Resolved};
 use super::resolve::Resolver;
 
+/// An entry served from the shared map twice within this many milliseconds (its load
+/// counts as the first) is hot: each thread then serves its own copy of it
+/// ([`super::front`]), whose reference counts no other thread writes. One asked for less
+/// often than that gains nothing from a copy but its cost: an allocation and a copy of the
+/// body and headers, and the memory.
+const HOT_MS: u64 = 10;
+
 /// A resolution of paths that name nothing, made on the calling thread ([`Resolver::resolve_absent`]).
 type Absent = fn(&Resolver, &str) -> Option<(Resolved, Check)>;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,6 +57,8 @@ pub(crate) struct Cached {
     /// ... and last served, to within `touch_ms` (so that a hot entry's cache line is
     /// written at most once a second, not on every request).
     used_at: AtomicU64,
+    /// ... and last served from the shared map rather than a thread's copy ([`HOT_MS`]).
+    shared_at: AtomicU64,
     /// Out of the cache (evicted, expired or found stale): threads' copies of it are not
     /// served again.
     gone: AtomicBool,
@@ -198,7 +207,15 @@ impl FileCache {
         if !self.fresh(key, &cached, false) {
             return None;
         }
-        Some(self.inner.fronts.insert(key, &cached))
+        // Only an entry asked for again soon is worth a thread's copy. Copies of the cold
+        // ones (10,000 files asked at random) filled the copies' budget and churned it: a
+        // copy made, an older one dropped, on a third of the requests.
+        let now = self.inner.now_ms();
+        if now.saturating_sub(cached.shared_at.swap(now, Ordering::Relaxed)) <= HOT_MS {
+            Some(self.inner.fronts.insert(key, &cached))
+        } else {
+            Some(cached.resolved.clone())
+        }
     }
 
     /// Whether `cached` may answer now, per the validity rule; one that may not is taken
@@ -326,6 +343,7 @@ impl FileCache {
             check,
             checked_at: AtomicU64::new(now),
             used_at: AtomicU64::new(now),
+            shared_at: AtomicU64::new(now),
             gone: AtomicBool::new(false),
         });
         let _ = guard.insert(cached);
@@ -525,6 +543,31 @@ mod tests {
         cache.inner.map.remove("/a.txt");
         shared.gone.store(true, Ordering::Relaxed);
         assert!(cache.lookup("/a.txt").is_none());
+    }
+
+    /// A thread copies only an entry asked for again soon after its last shared hit: a
+    /// cold one is served from the shared entry, and leaves no copy behind.
+    #[tokio::test]
+    async fn only_an_entry_asked_for_again_soon_is_copied() {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::write(d.path().join("a.txt"), "hello").expect("write");
+        let cache = FileCache::new(
+            Resolver::new(d.path()).expect("root"),
+            CacheOptions::default(),
+        );
+        cache.get("/a.txt").await;
+        let shared = cache.inner.map.get("/a.txt").expect("cached");
+        let Resolved::File(shared_file) = &shared.resolved else {
+            panic!("{:?}", shared.resolved);
+        };
+        // Last asked for long ago: served as it is shared.
+        shared.shared_at.store(0, Ordering::Relaxed);
+        assert!(Arc::ptr_eq(&entry(cache.lookup("/a.txt")), shared_file));
+        assert!(cache.inner.fronts.lookup("/a.txt", |_| true).is_none());
+        // Asked for again at once: this thread's own copy, served from then on.
+        let copy = entry(cache.lookup("/a.txt"));
+        assert!(!Arc::ptr_eq(&copy, shared_file));
+        assert!(Arc::ptr_eq(&copy, &entry(cache.lookup("/a.txt"))));
     }
 
     /// A path that names nothing is answered without the blocking pool: with its one thread

@@ -1,4 +1,5 @@
-//! Each thread's own copies of recent hits ([`crate::per_thread`]).
+//! Each thread's own copies of hot entries ([`crate::per_thread`]; which are hot: `HOT_MS`
+//! in `cache.rs`).
 //!
 //! A hit in the shared cache wrote the shard's read lock, the entry's S3-FIFO frequency,
 //! the reference counts of the entry and of the answer, and those of the cached header
