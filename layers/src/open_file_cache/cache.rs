@@ -564,7 +564,12 @@ mod tests {
         shared.shared_at.store(0, Ordering::Relaxed);
         assert!(Arc::ptr_eq(&entry(cache.lookup("/a.txt")), shared_file));
         assert!(cache.inner.fronts.lookup("/a.txt", |_| true).is_none());
-        // Asked for again at once: this thread's own copy, served from then on.
+        // Asked for again within HOT_MS (set here rather than timed, so that a slow machine
+        // can't make the two lookups further apart): this thread's own copy, served from
+        // then on.
+        shared
+            .shared_at
+            .store(cache.inner.now_ms(), Ordering::Relaxed);
         let copy = entry(cache.lookup("/a.txt"));
         assert!(!Arc::ptr_eq(&copy, shared_file));
         assert!(Arc::ptr_eq(&copy, &entry(cache.lookup("/a.txt"))));
