@@ -161,24 +161,19 @@ fn a_dead_upstream_fails_over_on_hypers_client_too() {
         .local_addr()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let s = TestServer::start(
-        dir.path(),
-        &format!(
-            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{dead}\", \"http://{up}\"]\nhttp2 = true\nmax_fails = 0\n"
-        ),
-    );
+    let config = |extra: &str| {
+        format!(
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{dead}\", \"http://{up}\"]\nhttp2 = true\nmax_fails = 0\n{extra}"
+        )
+    };
+    let s = TestServer::start(dir.path(), &config(""));
     for _ in 0..4 {
         let r = s.get("/");
         assert_eq!(r.status, 200, "{}", r.text());
         assert_eq!(r.text(), "HTTP/2.0 plain");
     }
     // With no retry, half the GETs meet the dead one: a 502, as on the own client.
-    let none = TestServer::start(
-        dir.path(),
-        &format!(
-            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{dead}\", \"http://{up}\"]\nhttp2 = true\nmax_fails = 0\nretries = 0\n"
-        ),
-    );
+    let none = TestServer::start(dir.path(), &config("retries = 0\n"));
     let statuses: Vec<u16> = (0..4).map(|_| none.get("/").status).collect();
     assert_eq!(
         statuses.iter().filter(|&&c| c == 502).count(),

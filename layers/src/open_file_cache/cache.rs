@@ -1,5 +1,8 @@
 use super::entry::{Check, Resolved};
 use super::resolve::Resolver;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 /// An entry served from the shared map twice within this many milliseconds (its load
 /// counts as the first) is hot: each thread then serves its own copy of it
@@ -10,9 +13,6 @@ const HOT_MS: u64 = 10;
 
 /// A resolution of paths that name nothing, made on the calling thread ([`Resolver::resolve_absent`]).
 type Absent = fn(&Resolver, &str) -> Option<(Resolved, Check)>;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
 
 /// Bounds and validity of a [`FileCache`].
 #[derive(Debug, Clone)]
@@ -516,8 +516,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_threads_copy_is_its_own_and_goes_with_its_entry() {
+    /// A cache over a root holding `/a.txt`, loaded; its shared entry and that entry's file.
+    async fn loaded_a_txt() -> (tempfile::TempDir, FileCache, Arc<Cached>, Arc<FileEntry>) {
         let d = tempfile::tempdir().expect("tempdir");
         std::fs::write(d.path().join("a.txt"), "hello").expect("write");
         let cache = FileCache::new(
@@ -525,11 +525,16 @@ mod tests {
             CacheOptions::default(),
         );
         cache.get("/a.txt").await;
-        let first = entry(cache.lookup("/a.txt"));
         let shared = cache.inner.map.get("/a.txt").expect("cached");
-        let Resolved::File(shared_file) = &shared.resolved else {
-            panic!("{:?}", shared.resolved);
-        };
+        let file = entry(Some(shared.resolved.clone()));
+        (d, cache, shared, file)
+    }
+
+    #[tokio::test]
+    async fn a_threads_copy_is_its_own_and_goes_with_its_entry() {
+        let (_d, cache, shared, shared_file) = loaded_a_txt().await;
+        let first = entry(cache.lookup("/a.txt"));
+        let shared_file = &shared_file;
         // Nothing of the copy is counted by another thread's requests.
         assert!(!Arc::ptr_eq(&first, shared_file));
         assert_ne!(
@@ -549,17 +554,8 @@ mod tests {
     /// cold one is served from the shared entry, and leaves no copy behind.
     #[tokio::test]
     async fn only_an_entry_asked_for_again_soon_is_copied() {
-        let d = tempfile::tempdir().expect("tempdir");
-        std::fs::write(d.path().join("a.txt"), "hello").expect("write");
-        let cache = FileCache::new(
-            Resolver::new(d.path()).expect("root"),
-            CacheOptions::default(),
-        );
-        cache.get("/a.txt").await;
-        let shared = cache.inner.map.get("/a.txt").expect("cached");
-        let Resolved::File(shared_file) = &shared.resolved else {
-            panic!("{:?}", shared.resolved);
-        };
+        let (_d, cache, shared, shared_file) = loaded_a_txt().await;
+        let shared_file = &shared_file;
         // Last asked for long ago: served as it is shared.
         shared.shared_at.store(0, Ordering::Relaxed);
         assert!(Arc::ptr_eq(&entry(cache.lookup("/a.txt")), shared_file));
