@@ -15,9 +15,9 @@ pub mod metrics;
 pub mod proxy;
 pub mod router;
 pub mod rt;
-pub(crate) mod sendfile;
 pub mod server;
-pub mod static_files;
+/// The static-file Service, which lives in `gatehouse-layers` so that it can be used alone.
+pub use gatehouse_layers::static_files;
 pub mod tls;
 
 pub use server::{serve, start, Handle};

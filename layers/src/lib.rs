@@ -4,6 +4,10 @@
 //!
 //! - [`open_file_cache`]: resolves request paths to files safely and caches what a hit
 //!   needs (metadata, formatted validators, small bodies), like nginx's `open_file_cache`.
+//! - [`static_files`]: a complete static-file Service over the open-file cache, like
+//!   tower-http's `ServeDir`: conditional requests, ranges, multipart/byteranges, a 404
+//!   page, and bodies that stream large files in bounded chunks (or by `sendfile` under
+//!   gatehouse's own server).
 //! - [`precompress`]: compresses each version of a response once (br, zstd, gzip) and
 //!   serves it from memory; sends precompressed files from disk when present.
 //! - [`access_log`]: nginx-compatible and JSON access logs, batched on a writer thread,
@@ -45,7 +49,10 @@ mod per_thread;
 pub mod precompress;
 #[cfg(feature = "rate-limit")]
 pub mod rate_limit;
+pub mod respond;
 pub mod siblings;
+#[cfg(feature = "static-files")]
+pub mod static_files;
 pub mod tally;
 #[cfg(any(feature = "access-log", feature = "metrics"))]
 pub mod watched;

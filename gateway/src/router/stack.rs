@@ -18,7 +18,7 @@ use super::{strip_prefix, MountedService};
 use crate::body::{GateBody, ObservedBody};
 use crate::http_util::{add_slash, plain};
 use crate::proxy::{ConnInfo, Proxy, ProxyBody, ProxyFuture};
-use crate::static_files::{StaticBody, StaticFiles, StaticFuture};
+use crate::static_files::{ResponseFuture as StaticFuture, StaticBody, StaticFiles};
 use gatehouse_layers::access_log::{AccessLog, LogEnd, Record};
 use gatehouse_layers::auth::RequireAuth;
 use gatehouse_layers::ip_filter::{self, IpFilter};

@@ -13,7 +13,7 @@
 use super::h2send;
 use super::service::{FrontFuture, Fronted, Serve};
 use crate::body::{BoxError, GateBody, ObservedBody};
-use crate::sendfile::Channel;
+use crate::static_files::sendfile::Channel;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};

@@ -14,7 +14,7 @@ use crate::admin;
 use crate::router::GatewayRouter;
 use crate::rt::{set_worker_slot, spawn_on_own_runtime};
 pub use crate::rt::{worker_slot, workers};
-use crate::sendfile;
+use crate::static_files::sendfile;
 use crate::tls::acme::{Acme, AcmeStatus};
 use crate::tls::Tls;
 use front::Front;
@@ -120,7 +120,7 @@ impl ConnSettings {
         builder
             .keep_alive(true)
             // Queue body chunks as they are, never copied into hyper's buffer: sendfile markers
-            // must reach the socket's writer untouched (see crate::sendfile).
+            // must reach the socket's writer untouched (see gatehouse_layers::static_files::sendfile).
             .writev(true)
             .max_buf_size(config.limits.max_header_bytes.max(8192))
             .max_header_size(config.limits.max_header_bytes)

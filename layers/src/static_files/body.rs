@@ -69,9 +69,9 @@ impl Body for StaticBody {
 }
 
 /// Bytes read per chunk: the memory a streaming response holds at once.
-pub(crate) const CHUNK: usize = 256 * 1024;
-/// What a chunk's buffer holds beside its bytes (see [`mid_page`]).
-pub(crate) const READ_PAD: usize = 4096;
+pub const CHUNK: usize = 256 * 1024;
+/// What a chunk's buffer holds beside its bytes (a page of slack, so that the bytes can start mid-page).
+pub const READ_PAD: usize = 4096;
 
 #[derive(Debug)]
 pub enum Segment {
@@ -112,17 +112,17 @@ impl FileBody {
     /// Lets file extents go out with `sendfile` when the connection supports it. Only the
     /// server may call this, on a body it writes to the socket as it is: a layer that reads
     /// the bytes (to compress them, say) must see the file's real bytes.
-    pub(crate) fn allow_sendfile(&mut self) {
+    pub fn allow_sendfile(&mut self) {
         self.sendfile = true;
     }
 
     /// Caps the next reads at `n` bytes (HTTP/2's budget, see `server::h2send`).
-    pub(crate) fn set_max_chunk(&mut self, n: usize) {
+    pub fn set_max_chunk(&mut self, n: usize) {
         self.max_chunk = n.clamp(1, CHUNK);
     }
 
     /// Bytes still to come.
-    pub(crate) fn remaining(&self) -> u64 {
+    pub fn remaining(&self) -> u64 {
         self.remaining
     }
 
@@ -175,7 +175,7 @@ impl Body for FileBody {
                         return Poll::Ready(Some(Err(io::Error::other("no file to read"))));
                     };
                     if this.sendfile {
-                        if let Some(ch) = crate::sendfile::current() {
+                        if let Some(ch) = super::sendfile::current() {
                             match ch.offer(cx, &file, offset, len) {
                                 Poll::Ready(Some(marker)) => return this.took(marker),
                                 Poll::Ready(None) => {}
@@ -263,7 +263,7 @@ fn read_nowait(file: &File, offset: u64, want: usize) -> io::Result<Option<Bytes
         };
     }
     if n == 0 {
-        return Err(crate::sendfile::truncated());
+        return Err(super::sendfile::truncated());
     }
     // SAFETY: the first `start` bytes are zeroed here, and the kernel initialised the
     // `n` after them.
@@ -280,7 +280,7 @@ fn read_at(file: &File, offset: u64, want: usize) -> io::Result<Bytes> {
     buf.resize(start + want, 0);
     let n = file.read_at(&mut buf[start..], offset)?;
     if n == 0 {
-        return Err(crate::sendfile::truncated());
+        return Err(super::sendfile::truncated());
     }
     buf.truncate(start + n);
     Ok(Bytes::from(buf).slice(start..))

@@ -2,7 +2,7 @@
 //!
 //! hyper owns the socket and writes whatever `Bytes` a body yields, so a file can't be handed
 //! to the kernel directly. Instead, a [`FileBody`](crate::static_files::FileBody) polled on a
-//! plain connection yields a *marker*: a slice of [`REGION`], a static range of addresses
+//! plain connection yields a *marker*: a slice of `REGION`, a static range of addresses
 //! that no other `Bytes` can point into, and records which file extent it stands for in the
 //! connection's [`Channel`]. When hyper writes (always with `writev`, never copying body
 //! chunks: the server forces its queue strategy), the connection's IO sees the marker's
@@ -10,9 +10,17 @@
 //! to the socket with no copy through user space. One extent is in flight at a time: the
 //! body waits until the IO has sent the last one, so an address always maps to one extent.
 //!
-//! The bytes at [`REGION`] are zeros and are never sent: a body only yields markers while its
+//! The bytes at `REGION` are zeros and are never sent: a body only yields markers while its
 //! own connection's IO is being polled (see [`Scope`]), and only plain-TCP connections set
 //! one up.
+//!
+//! A server that wants this (gatehouse's does; anyone else can ignore the module, and file
+//! bodies then yield the file's bytes) gives each plain-TCP HTTP/1.1 connection a
+//! [`Channel`], polls the connection inside a [`Scope`] over it, sends the connection's
+//! writes through [`Channel::poll_write`], and calls
+//! [`FileBody::allow_sendfile`](super::FileBody::allow_sendfile) on a response body that it
+//! hands to hyper unchanged. The thread-local that makes a channel current is the one piece
+//! of global state here: a body has no other way to find its connection under hyper.
 
 use bytes::Bytes;
 use std::cell::RefCell;
@@ -27,7 +35,7 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 /// The largest extent one marker stands for.
-pub(crate) const REGION_LEN: usize = 4 * 1024 * 1024;
+pub const REGION_LEN: usize = 4 * 1024 * 1024;
 static REGION: [u8; REGION_LEN] = [0; REGION_LEN];
 
 fn in_region(s: &[u8]) -> Option<usize> {
@@ -50,7 +58,7 @@ struct State {
 
 /// The hand-off between a connection's bodies and its IO.
 #[derive(Default)]
-pub(crate) struct Channel {
+pub struct Channel {
     state: Mutex<State>,
 }
 
@@ -59,7 +67,7 @@ thread_local! {
 }
 
 /// The channel of the connection being polled on this thread, if it can sendfile.
-pub(crate) fn current() -> Option<Arc<Channel>> {
+pub fn current() -> Option<Arc<Channel>> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
@@ -67,7 +75,7 @@ impl Channel {
     /// A marker standing for `len` bytes of `file` at `offset` (at most [`REGION_LEN`]),
     /// `Pending` until the previous marker has been sent, or `None` if the channel is
     /// unusable (the caller then reads the file itself).
-    pub(crate) fn offer(
+    pub fn offer(
         &self,
         cx: &mut Context<'_>,
         file: &Arc<File>,
@@ -93,7 +101,7 @@ impl Channel {
     /// Writes `bufs`, sending any marker with `sendfile`. `None` if no marker is among them,
     /// so that the caller writes them as usual.
     #[allow(unsafe_code)] // FFI: sendmsg, sendfile.
-    pub(crate) fn poll_write(
+    pub fn poll_write(
         &self,
         stream: &TcpStream,
         cx: &mut Context<'_>,
@@ -178,7 +186,7 @@ fn poll_io(
 
 pin_project_lite::pin_project! {
     /// Makes a connection's channel [`current`] while its future is polled.
-    pub(crate) struct Scope<F> {
+    pub struct Scope<F> {
         #[pin]
         inner: F,
         channel: Arc<Channel>,
@@ -186,11 +194,11 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> Scope<F> {
-    pub(crate) fn new(inner: F, channel: Arc<Channel>) -> Self {
+    pub fn new(inner: F, channel: Arc<Channel>) -> Self {
         Scope { inner, channel }
     }
 
-    pub(crate) fn inner(self: Pin<&mut Self>) -> Pin<&mut F> {
+    pub fn inner(self: Pin<&mut Self>) -> Pin<&mut F> {
         self.project().inner
     }
 }
@@ -208,7 +216,7 @@ impl<F: Future> Future for Scope<F> {
 }
 
 /// A file that ended before the length its response promised (truncated while sent).
-pub(crate) fn truncated() -> io::Error {
+pub fn truncated() -> io::Error {
     io::Error::new(
         io::ErrorKind::UnexpectedEof,
         "file truncated while being sent",

@@ -1,26 +1,51 @@
-//! The static-file Service. A request goes through these steps:
+//! The static-file Service, like tower-http's `ServeDir`: usable alone in any axum app, and
+//! the one gatehouse's static routes mount. A request goes through these steps:
 //!
 //! 1. Method: GET and HEAD; anything else is 405 with `Allow`.
-//! 2. Resolution: the [`Resolved`] that an [`OpenFileCacheLayer`] put in the extensions, or,
-//!    without the layer, a resolution on the blocking pool.
+//! 2. Resolution: the [`Resolved`] that an [`OpenFileCacheLayer`] put in the extensions, or
+//!    the Service's own cache ([`StaticFiles::with_cache`]), or, with neither, a
+//!    resolution on the blocking pool.
 //! 3. Preconditions, RFC 9110 §13.2.2: 304 or 412.
 //! 4. Ranges, RFC 9110 §14: 206 (one range, or multipart/byteranges), or 416.
 //! 5. The response: prepared header values cloned from the entry, and the body from memory
 //!    (head and body in one write) or streamed from the file in bounded chunks.
 //!
-//! [`OpenFileCacheLayer`]: gatehouse_layers::open_file_cache::OpenFileCacheLayer
+//! The body ([`StaticBody`]) is empty, in memory, or a [`FileBody`] reading the open file
+//! in chunks of at most [`body::CHUNK`] bytes. A server that owns the socket can send
+//! file extents with `sendfile(2)` instead: see [`sendfile`].
+//!
+//! # Example
+//!
+//! ```
+//! use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
+//! use gatehouse_layers::static_files::StaticFiles;
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let root = std::env::temp_dir();
+//! let resolver = Resolver::new(&root)?;
+//! let files = StaticFiles::new(resolver.clone())
+//!     .with_cache(FileCache::new(resolver, CacheOptions::default()))
+//!     .cache_control(http::HeaderValue::from_static("max-age=60"));
+//! let app: axum::Router = axum::Router::new().nest_service("/static", files);
+//! # let _ = app;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`OpenFileCacheLayer`]: crate::open_file_cache::OpenFileCacheLayer
 
-pub(crate) mod body;
+pub mod body;
+pub mod sendfile;
 pub use body::{FileBody, StaticBody};
 pub mod conditional;
 pub mod range;
 
-use crate::http_util::{add_slash, plain};
+use crate::open_file_cache::{FileCache, FileEntry, Resolved, Resolver};
+use crate::respond::{add_slash, plain};
 use body::Segment;
 use body::StaticBody as Body;
 use bytes::Bytes;
 use conditional::Precondition;
-use gatehouse_layers::open_file_cache::{FileCache, FileEntry, Resolved, Resolver};
 use http::header::{
     ACCEPT_ENCODING, ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE,
     CONTENT_TYPE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE,
@@ -102,14 +127,61 @@ impl StaticFiles {
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
-/// The response future of [`StaticFiles`]: ready for a hit, boxed for the rest.
-pub type StaticFuture =
-    futures_util::future::Either<std::future::Ready<Result<Response<Body>, Infallible>>, BoxFuture>;
+pin_project_lite::pin_project! {
+    /// The response future of [`StaticFiles`]: ready at once for a cache hit, boxed for the
+    /// rest (a load from disk, a 404 page).
+    pub struct ResponseFuture {
+        #[pin]
+        kind: Kind,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProj]
+    enum Kind {
+        Ready { response: Option<Response<Body>> },
+        Load { #[pin] future: BoxFuture },
+    }
+}
+
+impl ResponseFuture {
+    fn ready(response: Response<Body>) -> Self {
+        ResponseFuture {
+            kind: Kind::Ready {
+                response: Some(response),
+            },
+        }
+    }
+
+    fn load(future: BoxFuture) -> Self {
+        ResponseFuture {
+            kind: Kind::Load { future },
+        }
+    }
+}
+
+impl Future for ResponseFuture {
+    type Output = Result<Response<Body>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Ready { response } => match response.take() {
+                Some(r) => Poll::Ready(Ok(r)),
+                // Polled again after it finished: futures may panic here, this one answers.
+                None => Poll::Ready(Ok(plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "polled after completion\n",
+                ))),
+            },
+            KindProj::Load { future } => future.poll(cx),
+        }
+    }
+}
 
 impl<B: Send + 'static> Service<Request<B>> for StaticFiles {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = StaticFuture;
+    type Future = ResponseFuture;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
@@ -123,14 +195,13 @@ impl<B: Send + 'static> Service<Request<B>> for StaticFiles {
 impl StaticFiles {
     /// `Service::call` through a shared reference: a hit is answered without cloning the
     /// Service.
-    pub fn serve<B: Send + 'static>(&self, req: Request<B>) -> StaticFuture {
-        use futures_util::future::Either;
+    pub fn serve<B: Send + 'static>(&self, req: Request<B>) -> ResponseFuture {
         let method = req.method();
         if method != Method::GET && method != Method::HEAD {
             let mut res = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
             res.headers_mut()
                 .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-            return Either::Left(std::future::ready(Ok(res)));
+            return ResponseFuture::ready(res);
         }
         // The common case, a cache hit, is answered synchronously. Under an
         // OpenFileCacheLayer the answer is in the extensions; with a cache of its own the
@@ -145,18 +216,16 @@ impl StaticFiles {
                 .and_then(|c| c.lookup(parts.uri.path())),
         };
         match found {
-            Some(Resolved::File(entry)) => {
-                Either::Left(std::future::ready(Ok(self.respond(&parts, &entry))))
-            }
+            Some(Resolved::File(entry)) => ResponseFuture::ready(self.respond(&parts, &entry)),
             Some(other) => {
                 let this = self.clone();
-                Either::Right(Box::pin(
+                ResponseFuture::load(Box::pin(
                     async move { Ok(this.answer(&parts, other).await) },
                 ))
             }
             None => {
                 let this = self.clone();
-                Either::Right(Box::pin(async move {
+                ResponseFuture::load(Box::pin(async move {
                     let resolved = this.resolve_miss(parts.uri.path()).await;
                     Ok(this.answer(&parts, resolved).await)
                 }))
