@@ -55,33 +55,42 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 }
 
 struct Site {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     small: Vec<u8>,
     big: Vec<u8>,
 }
 
-/// 3 KiB (kept in memory by the cache) and 1 MiB + 7 (streamed from the file in chunks).
+const SECRET: &str = "the secret beside the root";
+
+impl Site {
+    fn root(&self) -> std::path::PathBuf {
+        self.dir.path().join("site")
+    }
+}
+
+/// Under `site/`: 3 KiB (kept in memory by the cache) and 1 MiB + 7 (streamed from the
+/// file in chunks). Beside it, a secret no path may reach, and a symlink to it inside.
 fn site() -> Site {
     let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("site");
+    std::fs::create_dir(&root).unwrap();
     let small = noise(3 * 1024, 7);
     let big = noise((1 << 20) + 7, 11);
-    std::fs::write(dir.path().join("small.bin"), &small).unwrap();
-    std::fs::write(dir.path().join("big.bin"), &big).unwrap();
-    std::fs::create_dir(dir.path().join("docs")).unwrap();
-    std::fs::write(dir.path().join("docs/index.html"), "<p>docs</p>").unwrap();
-    std::fs::write(dir.path().join("404.html"), "<p>no such page</p>").unwrap();
-    Site {
-        _dir: dir,
-        small,
-        big,
-    }
+    std::fs::write(root.join("small.bin"), &small).unwrap();
+    std::fs::write(root.join("big.bin"), &big).unwrap();
+    std::fs::create_dir(root.join("docs")).unwrap();
+    std::fs::write(root.join("docs/index.html"), "<p>docs</p>").unwrap();
+    std::fs::write(root.join("404.html"), "<p>no such page</p>").unwrap();
+    std::fs::write(dir.path().join("secret.txt"), SECRET).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("secret.txt"), root.join("link.txt")).unwrap();
+    Site { dir, small, big }
 }
 
 /// The three ways to mount it: with no cache (resolved on the blocking pool), with a cache
 /// of its own, and under an `OpenFileCacheLayer`.
 fn apps(site: &Site) -> Vec<(&'static str, Router)> {
-    let root = site._dir.path();
-    let resolver = || Resolver::new(root).unwrap();
+    let root = site.root();
+    let resolver = || Resolver::new(&root).unwrap();
     let bare = StaticFiles::new(resolver()).not_found_page("404.html");
     let cached = StaticFiles::new(resolver())
         .with_cache(FileCache::new(resolver(), CacheOptions::default()))
@@ -372,7 +381,7 @@ async fn methods_directories_missing_files_and_escapes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edited_file_is_served_new_with_a_new_validator() {
     let site = site();
-    let path = site._dir.path().join("edit.txt");
+    let path = site.root().join("edit.txt");
     std::fs::write(&path, "old contents").unwrap();
     for (name, app) in apps(&site) {
         std::fs::write(&path, "old contents").unwrap();
@@ -383,4 +392,142 @@ async fn an_edited_file_is_served_new_with_a_new_validator() {
         assert_eq!(after.body, b"new contents, longer", "{name}");
         assert_ne!(after.header("etag"), before.header("etag"), "{name}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_control_goes_on_2xx_and_304_only() {
+    let site = site();
+    let files = StaticFiles::new(Resolver::new(site.root()).unwrap())
+        .cache_control(http::HeaderValue::from_static("max-age=60"));
+    let app = Router::new().nest_service("/files", files);
+    let ok = send(&app, "GET", "/files/small.bin", &[]).await;
+    assert_eq!(ok.header("cache-control"), Some("max-age=60"));
+    let etag = ok.header("etag").unwrap().to_owned();
+    let partial = send(&app, "GET", "/files/small.bin", &[("range", "bytes=1-2")]).await;
+    assert_eq!(partial.status, 206);
+    assert_eq!(partial.header("cache-control"), Some("max-age=60"));
+    let not_modified = send(&app, "GET", "/files/small.bin", &[("if-none-match", &etag)]).await;
+    assert_eq!(not_modified.status, 304);
+    assert_eq!(not_modified.header("cache-control"), Some("max-age=60"));
+    // A day of caching on any of these would hide the file once it exists or matches.
+    let missing = send(&app, "GET", "/files/nothing", &[]).await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.header("cache-control"), None);
+    let failed = send(&app, "GET", "/files/small.bin", &[("if-match", "\"x\"")]).await;
+    assert_eq!(failed.status, 412);
+    assert_eq!(failed.header("cache-control"), None);
+    let unsatisfiable = send(
+        &app,
+        "GET",
+        "/files/small.bin",
+        &[("range", "bytes=99999-")],
+    )
+    .await;
+    assert_eq!(unsatisfiable.status, 416);
+    assert_eq!(unsatisfiable.header("cache-control"), None);
+    assert_eq!(unsatisfiable.header("accept-ranges"), Some("bytes"));
+}
+
+/// RFC 9110 §13.1.4: If-Unmodified-Since before the file's time fails; at or after it
+/// passes; and it is ignored when If-Match is present (§13.2.2 step 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn if_unmodified_since_is_evaluated_against_the_files_time() {
+    let site = site();
+    for (name, app) in apps(&site) {
+        let first = send(&app, "GET", "/files/small.bin", &[]).await;
+        let lm = first.header("last-modified").unwrap().to_owned();
+        let etag = first.header("etag").unwrap().to_owned();
+        let old = "Mon, 01 Jan 1990 00:00:00 GMT";
+        let before = send(
+            &app,
+            "GET",
+            "/files/small.bin",
+            &[("if-unmodified-since", old)],
+        )
+        .await;
+        assert_eq!(before.status, 412, "{name}");
+        let at = send(
+            &app,
+            "GET",
+            "/files/small.bin",
+            &[("if-unmodified-since", &lm)],
+        )
+        .await;
+        assert_eq!(at.status, 200, "{name}");
+        let with_match = send(
+            &app,
+            "GET",
+            "/files/small.bin",
+            &[("if-unmodified-since", old), ("if-match", &etag)],
+        )
+        .await;
+        assert_eq!(with_match.status, 200, "{name}");
+    }
+}
+
+/// The Service serves the resolution a layer in front put in the extensions, and with a
+/// cache of its own it asks the cache: the three mountings are three paths, not one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_way_of_resolving_is_the_one_used() {
+    use gatehouse_layers::open_file_cache::Resolved;
+    let site = site();
+    let resolver = Resolver::new(site.root()).unwrap();
+    let forbid = tower::ServiceBuilder::new()
+        .map_request(|mut req: Request<axum::body::Body>| {
+            req.extensions_mut().insert(Resolved::Forbidden);
+            req
+        })
+        .service(StaticFiles::new(resolver.clone()));
+    let app = Router::new().nest_service("/files", forbid);
+    let got = send(&app, "GET", "/files/small.bin", &[]).await;
+    assert_eq!(
+        got.status, 403,
+        "a file that exists, but the layer said forbidden"
+    );
+
+    let cache = FileCache::new(resolver.clone(), CacheOptions::default());
+    let files = StaticFiles::new(resolver).with_cache(cache.clone());
+    let app = Router::new().nest_service("/files", files);
+    for _ in 0..3 {
+        assert_eq!(
+            send(&app, "GET", "/files/small.bin", &[]).await.body,
+            site.small
+        );
+    }
+    assert_eq!(cache.loads(), 1, "loaded once");
+    assert!(cache.hits() >= 2, "then hit: {}", cache.hits());
+}
+
+/// Over a real connection (axum::serve, hyper's HTTP/1.1): the large file arrives whole,
+/// byte for byte, in chunks, with no sendfile (this is not gatehouse's server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_file_over_a_real_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let site = site();
+    let files = StaticFiles::new(Resolver::new(site.root()).unwrap());
+    let app = Router::new().nest_service("/files", files);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET /files/big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        conn.read_to_end(&mut raw),
+    )
+    .await
+    .expect("the response ends")
+    .unwrap();
+    let head_end = find(&raw, b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!("content-length: {}", site.big.len())),
+        "{head}"
+    );
+    assert!(raw[head_end..] == site.big[..], "the body is the file");
+    server.abort();
 }

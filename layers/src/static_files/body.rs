@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 /// What the static-file Service answers with: nothing, bytes in memory (a small file, a
 /// message), or a file streamed from disk.
+#[derive(Debug)]
 pub enum StaticBody {
     Empty,
     Full(Option<Bytes>),
@@ -73,21 +74,35 @@ pub const CHUNK: usize = 256 * 1024;
 /// What a chunk's buffer holds beside its bytes (a page of slack, so that the bytes can start mid-page).
 pub const READ_PAD: usize = 4096;
 
-#[derive(Debug)]
+/// A part of a [`FileBody`]: bytes in memory, or an extent of the file.
+#[derive(Debug, Clone)]
 pub enum Segment {
     Bytes(Bytes),
     File { offset: u64, len: u64 },
 }
 
+/// A body of memory parts and file extents, read in chunks of at most [`CHUNK`] bytes.
 pub struct FileBody {
     segments: VecDeque<Segment>,
     file: Option<Arc<File>>,
     pending: Option<JoinHandle<io::Result<Bytes>>>,
     remaining: u64,
-    /// Set by the server when this is the whole response body it hands to hyper.
-    sendfile: bool,
+    /// Set by the server when this is the whole response body it hands to hyper: the
+    /// connection whose writer turns markers into `sendfile`.
+    sendfile: Option<Arc<super::sendfile::Channel>>,
     /// The most one read takes.
     max_chunk: usize,
+}
+
+impl std::fmt::Debug for FileBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileBody")
+            .field("segments", &self.segments)
+            .field("remaining", &self.remaining)
+            .field("reading", &self.pending.is_some())
+            .field("sendfile", &self.sendfile.is_some())
+            .finish()
+    }
 }
 
 impl FileBody {
@@ -104,19 +119,21 @@ impl FileBody {
             file,
             pending: None,
             remaining,
-            sendfile: false,
+            sendfile: None,
             max_chunk: CHUNK,
         }
     }
 
-    /// Lets file extents go out with `sendfile` when the connection supports it. Only the
-    /// server may call this, on a body it writes to the socket as it is: a layer that reads
-    /// the bytes (to compress them, say) must see the file's real bytes.
+    /// Lets file extents go out with `sendfile` on the connection being polled now (see
+    /// [`sendfile`](super::sendfile)); with none, nothing changes. Only a server may call
+    /// this, on a body it writes to the socket as it is: a layer that reads the bytes (to
+    /// compress them, say) must see the file's real bytes. The body stays bound to that
+    /// connection: polled anywhere else, it reads the file.
     pub fn allow_sendfile(&mut self) {
-        self.sendfile = true;
+        self.sendfile = super::sendfile::current();
     }
 
-    /// Caps the next reads at `n` bytes (HTTP/2's budget, see `server::h2send`).
+    /// Caps the next reads at `n` bytes (a server's HTTP/2 send budget, say).
     pub fn set_max_chunk(&mut self, n: usize) {
         self.max_chunk = n.clamp(1, CHUNK);
     }
@@ -174,8 +191,8 @@ impl Body for FileBody {
                     let Some(file) = this.file.clone() else {
                         return Poll::Ready(Some(Err(io::Error::other("no file to read"))));
                     };
-                    if this.sendfile {
-                        if let Some(ch) = super::sendfile::current() {
+                    if let Some(ch) = &this.sendfile {
+                        if super::sendfile::is_current(ch) {
                             match ch.offer(cx, &file, offset, len) {
                                 Poll::Ready(Some(marker)) => return this.took(marker),
                                 Poll::Ready(None) => {}
@@ -191,8 +208,15 @@ impl Body for FileBody {
                         Ok(None) => {}
                         Err(e) => return Poll::Ready(Some(Err(e))),
                     }
-                    let mut handle =
-                        tokio::task::spawn_blocking(move || read_at(&file, offset, want));
+                    // Outside a tokio runtime (a body collected by another executor) there
+                    // is no pool: the read blocks where it is.
+                    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                        return match read_at(&file, offset, want) {
+                            Ok(chunk) => this.took(chunk),
+                            Err(e) => Poll::Ready(Some(Err(e))),
+                        };
+                    };
+                    let mut handle = rt.spawn_blocking(move || read_at(&file, offset, want));
                     match Pin::new(&mut handle).poll(cx) {
                         Poll::Ready(Ok(Ok(chunk))) => return this.took(chunk),
                         Poll::Ready(Ok(Err(e))) => return Poll::Ready(Some(Err(e))),
@@ -309,6 +333,54 @@ mod tests {
         ] {
             assert_eq!(chunk.as_ptr() as usize % 4096, 2048);
             assert_eq!(&chunk[..], &data[1000..1000 + 256 * 1024]);
+        }
+    }
+
+    /// A body bound to one connection's channel yields a marker only while that
+    /// connection is polled; under another connection's scope, or none, it reads the file.
+    #[tokio::test]
+    async fn a_body_allowed_sendfile_marks_only_on_its_own_connection() {
+        use super::super::sendfile::{Channel, Scope};
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 249) as u8).collect();
+        let (_keep, file) = file_with(&data);
+        let body = || {
+            FileBody::new(
+                Some(file.clone()),
+                VecDeque::from([Segment::File {
+                    offset: 0,
+                    len: data.len() as u64,
+                }]),
+            )
+        };
+        let own = Arc::new(Channel::default());
+        let other = Arc::new(Channel::default());
+
+        let mut b = body();
+        Scope::new(async { b.allow_sendfile() }, own.clone()).await;
+        let on_own = Scope::new(async { b.frame().await }, own.clone())
+            .await
+            .unwrap()
+            .unwrap()
+            .into_data()
+            .unwrap();
+        assert_eq!(on_own.len(), data.len());
+        assert!(
+            on_own.iter().all(|&x| x == 0),
+            "its own connection gets a marker, whose bytes are never sent"
+        );
+
+        for scope in [Some(other), None] {
+            let mut b = body();
+            Scope::new(async { b.allow_sendfile() }, own.clone()).await;
+            let got = match scope {
+                Some(ch) => Scope::new(async { b.collect().await }, ch).await,
+                None => b.collect().await,
+            };
+            assert_eq!(
+                got.unwrap().to_bytes(),
+                &data[..],
+                "away from its connection it reads the file"
+            );
         }
     }
 

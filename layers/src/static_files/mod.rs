@@ -61,7 +61,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-/// Serves files under a root. Cheap to clone.
+/// Serves files under a root. Cheap to clone. Needs a tokio runtime: files not yet in the
+/// cache are opened, and large files read, on its blocking pool.
 #[derive(Clone)]
 pub struct StaticFiles {
     inner: Arc<Inner>,
@@ -125,6 +126,18 @@ impl StaticFiles {
     }
 }
 
+impl std::fmt::Debug for StaticFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let i = &*self.inner;
+        f.debug_struct("StaticFiles")
+            .field("root", &i.resolver.root())
+            .field("cache", &i.cache.is_some())
+            .field("cache_control", &i.cache_control)
+            .field("not_found_page", &i.not_found_page)
+            .finish()
+    }
+}
+
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
 pin_project_lite::pin_project! {
@@ -157,6 +170,17 @@ impl ResponseFuture {
         ResponseFuture {
             kind: Kind::Load { future },
         }
+    }
+}
+
+impl std::fmt::Debug for ResponseFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.kind {
+            Kind::Ready { response: Some(_) } => "ready",
+            Kind::Ready { response: None } => "done",
+            Kind::Load { .. } => "loading",
+        };
+        f.debug_tuple("ResponseFuture").field(&state).finish()
     }
 }
 
@@ -464,15 +488,14 @@ impl StaticFiles {
     }
 }
 
-/// A boundary that can't occur in the file's own parts: derived from its validator, which
-/// is hex and punctuation, so no body byte sequence is chosen by the client.
+/// A boundary no one can plan for: the file's validator hashed with a key drawn once per
+/// process, so that whoever wrote the file (and can read its ETag) can't have put the
+/// boundary in its bytes to forge parts.
 fn boundary(entry: &FileEntry) -> String {
-    let tag: String = entry
-        .etag
-        .as_bytes()
-        .iter()
-        .filter(|b| b.is_ascii_alphanumeric())
-        .map(|&b| b as char)
-        .collect();
-    format!("gatehouse-{tag}")
+    use std::hash::{BuildHasher, RandomState};
+    static KEY: std::sync::OnceLock<RandomState> = std::sync::OnceLock::new();
+    let h = KEY
+        .get_or_init(RandomState::new)
+        .hash_one(entry.etag.as_bytes());
+    format!("gatehouse-{h:016x}")
 }

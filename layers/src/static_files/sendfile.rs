@@ -35,7 +35,7 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 /// The largest extent one marker stands for.
-pub const REGION_LEN: usize = 4 * 1024 * 1024;
+pub(crate) const REGION_LEN: usize = 4 * 1024 * 1024;
 static REGION: [u8; REGION_LEN] = [0; REGION_LEN];
 
 fn in_region(s: &[u8]) -> Option<usize> {
@@ -67,21 +67,40 @@ thread_local! {
 }
 
 /// The channel of the connection being polled on this thread, if it can sendfile.
-pub fn current() -> Option<Arc<Channel>> {
+pub(crate) fn current() -> Option<Arc<Channel>> {
     CURRENT.with(|c| c.borrow().clone())
+}
+
+/// Whether `channel` is the one of the connection being polled on this thread.
+pub(crate) fn is_current(channel: &Arc<Channel>) -> bool {
+    CURRENT.with(|c| c.borrow().as_ref().is_some_and(|c| Arc::ptr_eq(c, channel)))
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let busy = self.state.lock().map(|s| s.job.is_some()).unwrap_or(false);
+        f.debug_struct("Channel")
+            .field("extent_in_flight", &busy)
+            .finish()
+    }
 }
 
 impl Channel {
     /// A marker standing for `len` bytes of `file` at `offset` (at most [`REGION_LEN`]),
     /// `Pending` until the previous marker has been sent, or `None` if the channel is
     /// unusable (the caller then reads the file itself).
-    pub fn offer(
+    pub(crate) fn offer(
         &self,
         cx: &mut Context<'_>,
         file: &Arc<File>,
         offset: u64,
         len: u64,
     ) -> Poll<Option<Bytes>> {
+        // An empty marker would never be recognised by `poll_write`, and its job would
+        // block every later one.
+        if len == 0 {
+            return Poll::Ready(None);
+        }
         let Ok(mut st) = self.state.lock() else {
             return Poll::Ready(None);
         };
@@ -185,7 +204,8 @@ fn poll_io(
 }
 
 pin_project_lite::pin_project! {
-    /// Makes a connection's channel [`current`] while its future is polled.
+    /// Makes a connection's channel current on the thread while its future is polled.
+    #[derive(Debug)]
     pub struct Scope<F> {
         #[pin]
         inner: F,
@@ -208,15 +228,24 @@ impl<F: Future> Future for Scope<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let prev = CURRENT.with(|c| c.replace(Some(this.channel.clone())));
-        let out = this.inner.poll(cx);
+        let _restore = Restore(CURRENT.with(|c| c.replace(Some(this.channel.clone()))));
+        this.inner.poll(cx)
+    }
+}
+
+/// Puts back the channel that was current, even when the poll panics (tokio keeps the
+/// thread, and the next task must not find this connection's channel).
+struct Restore(Option<Arc<Channel>>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let prev = self.0.take();
         CURRENT.with(|c| *c.borrow_mut() = prev);
-        out
     }
 }
 
 /// A file that ended before the length its response promised (truncated while sent).
-pub fn truncated() -> io::Error {
+pub(crate) fn truncated() -> io::Error {
     io::Error::new(
         io::ErrorKind::UnexpectedEof,
         "file truncated while being sent",
