@@ -43,6 +43,28 @@ pub(crate) struct ConnState {
     awaiting_head: AtomicU32,
     /// On a connection that may speak HTTP/2: what its response bodies may hold unsent.
     h2_send: Option<h2send::ConnBudget>,
+    /// On a plain HTTP/1.1 connection that may park (see [`super::park`]): hyper's last
+    /// read found the socket empty; its last write was refused (bytes are waiting); and
+    /// hyper is being let go, so its shutdown must leave the socket open.
+    pub(crate) read_waiting: AtomicBool,
+    pub(crate) write_waiting: AtomicBool,
+    pub(crate) parking: AtomicBool,
+    /// A request asked for an upgrade (`Upgrade`, or CONNECT): hyper then hands its socket
+    /// to the upgrade when it shuts down, even when the response refused it, so this
+    /// connection never parks.
+    pub(crate) upgrade_asked: AtomicBool,
+}
+
+impl ConnState {
+    /// Requests started on the connection so far.
+    pub(crate) fn started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Requests whose response body has not ended.
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
 }
 
 /// A connection's byte stream: TCP, or TLS over TCP (which can't sendfile).
@@ -70,6 +92,10 @@ pin_project_lite::pin_project! {
         stream: S,
         state: Arc<ConnState>,
         sendfile: Option<Arc<Channel>>,
+        // May park: reads and writes are noted in `state`, and `prefix` is read first
+        // (bytes a parked hyper had read and not used).
+        park: bool,
+        prefix: Bytes,
     }
 }
 
@@ -83,7 +109,30 @@ impl<S: Socket> TrackedIo<S> {
             stream,
             state,
             sendfile,
+            park: false,
+            prefix: Bytes::new(),
         })
+    }
+
+    /// The socket of a connection that may park, with `prefix` to be read before it.
+    pub(crate) fn parkable(
+        stream: S,
+        state: Arc<ConnState>,
+        sendfile: Option<Arc<Channel>>,
+        prefix: Bytes,
+    ) -> TokioIo<Self> {
+        TokioIo::new(TrackedIo {
+            stream,
+            state,
+            sendfile,
+            park: true,
+            prefix,
+        })
+    }
+
+    /// The socket and its sendfile channel back, once hyper has let go of them.
+    pub(crate) fn into_parts(self) -> (S, Option<Arc<Channel>>) {
+        (self.stream, self.sendfile)
     }
 }
 
@@ -94,10 +143,21 @@ impl<S: Socket> AsyncRead for TrackedIo<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.project();
+        if !this.prefix.is_empty() {
+            let n = this.prefix.len().min(buf.remaining());
+            buf.put_slice(&this.prefix.split_to(n));
+            this.state.got_bytes.store(true, Ordering::Relaxed);
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let res = this.stream.poll_read(cx, buf);
         if buf.filled().len() > before {
             this.state.got_bytes.store(true, Ordering::Relaxed);
+        }
+        if *this.park {
+            this.state
+                .read_waiting
+                .store(res.is_pending(), Ordering::Relaxed);
         }
         res
     }
@@ -138,7 +198,12 @@ fn poll_gathered<S: Socket>(
     }
 }
 
-fn note_write(state: &ConnState, res: &Poll<io::Result<usize>>) {
+fn note_write(state: &ConnState, park: bool, res: &Poll<io::Result<usize>>) {
+    if park {
+        state
+            .write_waiting
+            .store(res.is_pending(), Ordering::Relaxed);
+    }
     if let Poll::Ready(Ok(n)) = res {
         if *n > 0 {
             state.wrote_bytes.store(true, Ordering::Relaxed);
@@ -161,7 +226,7 @@ impl<S: Socket> AsyncWrite for TrackedIo<S> {
             },
             _ => this.stream.poll_write(cx, buf),
         };
-        note_write(this.state, &res);
+        note_write(this.state, *this.park, &res);
         res
     }
 
@@ -180,7 +245,7 @@ impl<S: Socket> AsyncWrite for TrackedIo<S> {
             (None, Some(_)) => poll_gathered(this.stream, cx, bufs),
             _ => this.stream.poll_write_vectored(cx, bufs),
         };
-        note_write(this.state, &res);
+        note_write(this.state, *this.park, &res);
         res
     }
 
@@ -193,7 +258,12 @@ impl<S: Socket> AsyncWrite for TrackedIo<S> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.project().stream.poll_shutdown(cx)
+        let this = self.project();
+        if *this.park && this.state.parking.load(Ordering::Relaxed) {
+            // hyper is being let go while the connection stays open (see super::park).
+            return Poll::Ready(Ok(()));
+        }
+        this.stream.poll_shutdown(cx)
     }
 }
 
@@ -239,6 +309,11 @@ impl<T: Serve> hyper::service::Service<Request<hyper::body::Incoming>> for ConnS
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
+        if req.headers().contains_key(http::header::UPGRADE)
+            || req.method() == http::Method::CONNECT
+        {
+            self.state.upgrade_asked.store(true, Ordering::Relaxed);
+        }
         let h2 = req.version() == http::Version::HTTP_2;
         ConnFuture {
             inner: self.svc.serve(req, self.conn),

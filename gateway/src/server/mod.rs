@@ -8,6 +8,7 @@ mod conn;
 pub(crate) mod front;
 mod h2send;
 pub mod listener;
+mod park;
 mod service;
 
 use crate::admin;
@@ -338,6 +339,7 @@ where
         + Clone
         + Send
         + Sync
+        + Unpin
         + 'static,
     S::Future: Send + 'static,
     S::Error: Into<crate::body::BoxError>,
@@ -644,7 +646,9 @@ async fn accept_loop<T: Serve>(
                                 Box::pin(serve_h2c(stream, peer, svc, &settings, rx)).await
                             }
                             None => {
-                                Box::pin(serve_connection(stream, peer, svc, &settings, rx)).await
+                                let shared = Some(guard.0.clone());
+                                Box::pin(serve_connection(stream, peer, svc, &settings, shared, rx))
+                                    .await
                             }
                         }
                         drop(guard);
@@ -664,12 +668,14 @@ async fn accept_loop<T: Serve>(
 
 /// Not an `async fn`: the future it returns is the connection's whole state, with nothing
 /// held twice (an `async fn` keeps its moved-from locals beside the future it awaits, which
-/// tripled an idle connection's task).
+/// tripled an idle connection's task). `shared` counts the open connections, above
+/// [`park::PARK_ABOVE`] of which an idle one parks; `None` never parks.
 fn serve_connection<T: Serve>(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     svc: Fronted<T>,
-    settings: &ConnSettings,
+    settings: &Arc<ConnSettings>,
+    shared: Option<Arc<Shared>>,
     shutdown: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> {
     // Head and small body go out in one writev; without NODELAY, Nagle and delayed ACKs
@@ -677,20 +683,8 @@ fn serve_connection<T: Serve>(
     let _ = stream.set_nodelay(true);
     let (state, svc) = conn::ConnService::new(svc, peer, false, None);
     let channel = Arc::new(sendfile::Channel::default());
-    let io = conn::TrackedIo::new(stream, state.clone(), Some(channel.clone()));
-    // with_upgrades: a proxied WebSocket (or other HTTP/1.1 upgrade) takes the socket over
-    // after its 101; the tunnel then lives in its own task.
-    let conn = sendfile::Scope::new(
-        settings.builder.serve_connection(io, svc).with_upgrades(),
-        channel,
-    );
-    Drive::new(
-        conn,
-        |c| c.inner().graceful_shutdown(),
-        state,
-        settings,
-        shutdown,
-    )
+    let conn = park::Parking::new(stream, channel, svc, settings.clone(), shared);
+    Drive::new(conn, |c| c.graceful(), state, settings, shutdown)
 }
 
 /// A cleartext listener that also takes HTTP/2 with prior knowledge (`h2c`).
@@ -895,12 +889,13 @@ mod tests {
     }
 
     /// An idle connection's memory is mostly its task. The state a plain HTTP/1.1
-    /// connection is served with must hold hyper's connection once, beside its timer and
-    /// watchdog; an `async fn` around it held it three times (2,656 bytes against 736).
+    /// connection is served with holds hyper's connection boxed, so that a parked one is
+    /// its socket, its Service, its timer and watchdog and little else; an `async fn`
+    /// around it once held hyper's connection three times (2,656 bytes against 736).
     #[tokio::test]
-    async fn a_plain_connection_holds_its_state_once() {
+    async fn a_parked_connection_holds_no_hyper_connection() {
         let config = Config::default();
-        let settings = ConnSettings::new(&config);
+        let settings = Arc::new(ConnSettings::new(&config));
         let router = crate::router::build(&config).expect("router");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -917,20 +912,16 @@ mod tests {
         };
         let svc = Fronted::new(Arc::new(front), router);
         let (_tx, rx) = watch::channel(false);
-        let fut = serve_connection(stream, peer, svc, &settings, rx);
-        type Hyper = sendfile::Scope<
-            http1::UpgradeableConnection<
-                hyper_util::rt::TokioIo<conn::TrackedIo<tokio::net::TcpStream>>,
-                conn::ConnService<GatewayRouter>,
-            >,
-        >;
+        let fut = serve_connection(stream, peer, svc, &settings, None, rx);
         let held = std::mem::size_of_val(&fut);
-        let conn = std::mem::size_of::<Hyper>();
-        let others =
-            std::mem::size_of::<tokio::time::Sleep>() + std::mem::size_of::<conn::Watchdog>() + 64;
+        let parked = std::mem::size_of::<tokio::net::TcpStream>()
+            + std::mem::size_of::<conn::ConnService<GatewayRouter>>()
+            + std::mem::size_of::<tokio::time::Sleep>()
+            + std::mem::size_of::<conn::Watchdog>()
+            + 96;
         assert!(
-            held <= conn + others,
-            "the connection's future is {held} bytes for a {conn}-byte connection"
+            held <= parked,
+            "the connection's future is {held} bytes, against {parked} for what it must hold"
         );
     }
 }

@@ -24,7 +24,7 @@ use tower_service::Service;
 
 /// A Service of a connection's requests, told the connection each comes from. Clones are
 /// cheap: each connection takes one.
-pub trait Serve: Clone + Send + Sync + 'static {
+pub trait Serve: Clone + Send + Sync + Unpin + 'static {
     /// Resolves to the response in parts: the connection takes it apart to wrap its body,
     /// and a response passed whole through each level is copied at each (callgrind).
     type Future: Future<Output = (http::response::Parts, ObservedBody)> + Send + 'static;
@@ -76,7 +76,7 @@ pub struct Tower<S>(pub S);
 
 impl<S, B> Serve for Tower<S>
 where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + Unpin + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: http_body::Body<Data = Bytes> + Send + 'static,

@@ -221,6 +221,11 @@ impl<F> Scope<F> {
     pub fn inner(self: Pin<&mut Self>) -> Pin<&mut F> {
         self.project().inner
     }
+
+    /// The future, out of its scope.
+    pub fn into_inner(self) -> F {
+        self.inner
+    }
 }
 
 impl<F: Future> Future for Scope<F> {

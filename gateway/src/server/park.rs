@@ -1,0 +1,205 @@
+//! Idle keep-alive connections that hold no buffer.
+//!
+//! hyper keeps a read buffer and a write buffer (8 KiB each) for an HTTP/1.1 connection's
+//! whole life, where nginx frees its buffers while a keep-alive connection waits. With many
+//! connections open, a plain HTTP/1.1 connection that goes idle is let go by hyper: once
+//! its last response is written and the socket has nothing more to read, hyper is asked to
+//! shut down gracefully (an idle hyper connection closes at once and writes nothing), its
+//! shutdown of the socket is skipped ([`TrackedIo`]'s `poll_shutdown`), and what is left
+//! is kept: the socket, the connection's Service, and any bytes of a next head that hyper
+//! had read. When the socket becomes readable a new hyper connection takes over, reading
+//! those bytes first. The watchdog ticks over both states, so `keep_alive` and
+//! `header_read` hold as before, and a drain closes a parked connection at once.
+//!
+//! Parking costs a hyper connection's setup per request, so it only happens above
+//! [`PARK_ABOVE`] open connections in the process, where memory is what runs out.
+
+use super::conn::{ConnService, ConnState, TrackedIo};
+use super::service::Serve;
+use super::{ConnSettings, Shared};
+use crate::static_files::sendfile::{Channel, Scope};
+use bytes::Bytes;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use tokio::net::TcpStream;
+
+/// Open connections (over the process) above which an idle plain HTTP/1.1 connection
+/// parks. Below it, hyper keeps its buffers and a keep-alive request costs no setup.
+pub(crate) const PARK_ABOVE: usize = 512;
+
+type Io = TokioIo<TrackedIo<TcpStream>>;
+type Hyper<T> = Scope<http1::UpgradeableConnection<Io, ConnService<T>>>;
+pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
+
+enum Phase<T: Serve> {
+    // Boxed: a parked connection's task then holds only the socket and the Service.
+    Serving(Box<Hyper<T>>),
+    Parked(TcpStream, Arc<Channel>, ConnService<T>),
+    Done,
+}
+
+/// A plain HTTP/1.1 connection, served by hyper while it is busy and parked while idle.
+pub(crate) struct Parking<T: Serve> {
+    phase: Phase<T>,
+    state: Arc<ConnState>,
+    settings: Arc<ConnSettings>,
+    /// Where the open connections are counted; `None`: never park.
+    shared: Option<Arc<Shared>>,
+    /// Park only once more requests than this have started: a hyper that took over part
+    /// of a head must finish it before it may be let go again.
+    hold_until: u64,
+}
+
+impl<T: Serve> Parking<T> {
+    pub(crate) fn new(
+        stream: TcpStream,
+        channel: Arc<Channel>,
+        service: ConnService<T>,
+        settings: Arc<ConnSettings>,
+        shared: Option<Arc<Shared>>,
+    ) -> Self {
+        let state = service.state.clone();
+        // Among many connections, a new one waits for its first bytes without a hyper:
+        // clients that connect ahead of their requests would otherwise each hold one.
+        let phase = if many(shared.as_ref()) {
+            Phase::Parked(stream, channel, service)
+        } else {
+            Phase::Serving(serve(&settings, stream, channel, service, Bytes::new()))
+        };
+        Parking {
+            phase,
+            state,
+            settings,
+            shared,
+            hold_until: 0,
+        }
+    }
+
+    /// Drain: a serving connection finishes its exchange and closes, a parked one closes.
+    pub(crate) fn graceful(self: Pin<&mut Self>) {
+        let this = self.get_mut();
+        match &mut this.phase {
+            Phase::Serving(conn) => Pin::new(&mut **conn).inner().graceful_shutdown(),
+            Phase::Parked(..) => this.phase = Phase::Done,
+            Phase::Done => {}
+        }
+    }
+}
+
+/// hyper is idle: its last response is out, and its last read found nothing.
+fn should_park(s: &ConnState, shared: Option<&Arc<Shared>>, hold_until: u64) -> bool {
+    s.read_waiting.load(Ordering::Relaxed)
+            && !s.write_waiting.load(Ordering::Relaxed)
+            && s.in_flight() == 0
+            // Before its first request hyper isn't idle (a shutdown would only end
+            // keep-alive), nor is one that holds part of a head.
+            && s.started() > hold_until
+            && !s.upgrade_asked.load(Ordering::Relaxed)
+            && many(shared)
+}
+
+fn many(shared: Option<&Arc<Shared>>) -> bool {
+    shared.is_some_and(|s| s.connections.load(Ordering::Relaxed) > PARK_ABOVE)
+}
+
+fn serve<T: Serve>(
+    settings: &ConnSettings,
+    stream: TcpStream,
+    channel: Arc<Channel>,
+    service: ConnService<T>,
+    prefix: Bytes,
+) -> Box<Hyper<T>> {
+    let state = service.state.clone();
+    let io = TrackedIo::parkable(stream, state, Some(channel.clone()), prefix);
+    // with_upgrades: a proxied WebSocket (or other HTTP/1.1 upgrade) takes the socket over
+    // after its 101; the tunnel then lives in its own task.
+    Box::new(Scope::new(
+        settings
+            .builder
+            .serve_connection(io, service)
+            .with_upgrades(),
+        channel,
+    ))
+}
+
+impl<T: Serve> Future for Parking<T> {
+    type Output = Result<(), Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.phase {
+                Phase::Serving(conn) => {
+                    let res = match Pin::new(&mut *conn).poll(cx) {
+                        Poll::Ready(res) => res,
+                        Poll::Pending => {
+                            if this.state.parking.load(Ordering::Relaxed) {
+                                // Asked to shut down and still busy (a request body left
+                                // unread): hyper ends keep-alive and closes for real.
+                                this.state.parking.store(false, Ordering::Relaxed);
+                                return Poll::Pending;
+                            }
+                            if !should_park(&this.state, this.shared.as_ref(), this.hold_until) {
+                                return Poll::Pending;
+                            }
+                            this.state.parking.store(true, Ordering::Relaxed);
+                            Pin::new(&mut **conn).inner().graceful_shutdown();
+                            continue;
+                        }
+                    };
+                    if !this.state.parking.swap(false, Ordering::Relaxed) || res.is_err() {
+                        return Poll::Ready(res.map_err(Into::into));
+                    }
+                    let Phase::Serving(conn) = std::mem::replace(&mut this.phase, Phase::Done)
+                    else {
+                        return Poll::Ready(Ok(()));
+                    };
+                    let Some(parts) = (*conn).into_inner().into_parts() else {
+                        return Poll::Ready(Ok(()));
+                    };
+                    let (stream, channel) = parts.io.into_inner().into_parts();
+                    let Some(channel) = channel else {
+                        return Poll::Ready(Ok(()));
+                    };
+                    this.phase = if parts.read_buf.is_empty() {
+                        Phase::Parked(stream, channel, parts.service)
+                    } else {
+                        // Part of a next head had arrived: a new hyper reads it first, and
+                        // keeps the connection until that head is complete.
+                        this.hold_until = this.state.started();
+                        Phase::Serving(serve(
+                            &this.settings,
+                            stream,
+                            channel,
+                            parts.service,
+                            parts.read_buf,
+                        ))
+                    };
+                }
+                Phase::Parked(stream, ..) => {
+                    // Readable: a request, or the client's close, which hyper then reads.
+                    ready!(stream.poll_read_ready(cx))?;
+                    let Phase::Parked(stream, channel, service) =
+                        std::mem::replace(&mut this.phase, Phase::Done)
+                    else {
+                        return Poll::Ready(Ok(()));
+                    };
+                    this.state.read_waiting.store(false, Ordering::Relaxed);
+                    this.phase = Phase::Serving(serve(
+                        &this.settings,
+                        stream,
+                        channel,
+                        service,
+                        Bytes::new(),
+                    ));
+                }
+                Phase::Done => return Poll::Ready(Ok(())),
+            }
+        }
+    }
+}

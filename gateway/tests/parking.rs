@@ -1,0 +1,118 @@
+//! Idle keep-alive connections let go of hyper's buffers once many are open
+//! (`server::park`): they cost a fraction of the memory, and every one of them still
+//! answers its next request, whole, as if nothing had happened.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+/// More than the 512 open connections above which idle ones park.
+const BATCH: usize = 600;
+
+fn status_field(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{key} in /proc/{pid}/status"))
+}
+
+/// The server's CPU time so far (user + system), in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after_name = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = after_name.split(' ').collect();
+    f[11].parse::<u64>().expect("utime") + f[12].parse::<u64>().expect("stime")
+}
+
+fn open_batch(s: &Spawned, n: usize) -> Vec<Conn> {
+    (0..n)
+        .map(|_| {
+            let mut c = Conn::open(s.addr);
+            let r = c.request("GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(r.status, 200);
+            assert_eq!(r.text(), "hello\n");
+            c
+        })
+        .collect()
+}
+
+#[test]
+fn idle_connections_park_and_come_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+    let big: Vec<u8> = (0..4 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("big.bin"), &big).expect("write");
+    // A 0.5 s watchdog tick: connections idle before the count passed the threshold park
+    // on the next one.
+    let s = spawn_gatehouse_in(
+        dir.path(),
+        "workers = 1\n[timeouts]\nheader_read = \"2s\"\nkeep_alive = \"60s\"\n",
+    );
+    let pid = s.child.id();
+
+    // Past the threshold, then a second batch: what each of its connections costs, once
+    // its request is answered, is what an idle connection holds. hyper's two buffers
+    // alone would be 16 KiB each.
+    let mut first = open_batch(&s, BATCH);
+    std::thread::sleep(Duration::from_millis(1200));
+    let before = status_field(pid, "VmRSS:");
+    let mut second = open_batch(&s, BATCH);
+    std::thread::sleep(Duration::from_millis(1200));
+    let after = status_field(pid, "VmRSS:");
+    let per_conn = (after.saturating_sub(before)) * 1024 / BATCH as u64;
+    eprintln!("an idle connection: {per_conn} bytes");
+    assert!(
+        per_conn < 6 * 1024,
+        "an idle connection costs {per_conn} bytes ({before} → {after} KiB for {BATCH})"
+    );
+
+    // Every parked connection answers again, from both batches.
+    for (i, c) in first.iter_mut().chain(second.iter_mut()).enumerate() {
+        let r = c.request("GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(
+            (r.status, r.text()),
+            (200, "hello\n".into()),
+            "connection {i}"
+        );
+    }
+
+    // A large file after parking: whole, through sendfile on the new hyper.
+    let r = first[0].request("GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert!(r.body == big, "the 4 MiB file came back whole");
+
+    // Two pipelined requests on a parked connection: both answered, in order.
+    first[1]
+        .send(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\nGET /nothing HTTP/1.1\r\nHost: t\r\n\r\n");
+    let one = first[1].read_response(false).expect("first response");
+    let two = first[1].read_response(false).expect("second response");
+    assert_eq!((one.status, two.status), (200, 404));
+
+    // Part of a head on a parked connection: the connection is let go with those bytes
+    // and taken back at once; it must not spin doing so, and the head completes later.
+    let ticks = cpu_ticks(pid);
+    first[2].send(b"GET /a.txt HTTP/1.1\r\nHo");
+    std::thread::sleep(Duration::from_millis(1100));
+    let spent = cpu_ticks(pid) - ticks;
+    assert!(
+        spent < 30,
+        "{spent} ticks of CPU over 1.1 s holding a partial head"
+    );
+    first[2].send(b"st: t\r\n\r\n");
+    let r = first[2]
+        .read_response(false)
+        .expect("the completed head's response");
+    assert_eq!((r.status, r.text()), (200, "hello\n".into()));
+
+    // header_read still holds for a head started on a parked connection.
+    first[3].send(b"GET /a.txt HTTP/1.1\r\n");
+    let started = Instant::now();
+    assert!(
+        first[3].closed_within(Duration::from_secs(6)),
+        "a head left unfinished was never timed out"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+}
