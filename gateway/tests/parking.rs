@@ -107,6 +107,16 @@ fn idle_connections_park_and_come_back() {
         .expect("the completed head's response");
     assert_eq!((r.status, r.text()), (200, "hello\n".into()));
 
+    // A request that asked for an upgrade and got a plain answer: hyper would hand the
+    // socket to that upgrade if let go, so this connection stays with hyper and answers.
+    let r = first[4].request(
+        "GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = first[4].request("GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!((r.status, r.text()), (200, "hello\n".into()));
+
     // header_read still holds for a head started on a parked connection.
     first[3].send(b"GET /a.txt HTTP/1.1\r\n");
     let started = Instant::now();

@@ -49,7 +49,7 @@ pub(crate) struct ConnState {
     pub(crate) read_waiting: AtomicBool,
     pub(crate) write_waiting: AtomicBool,
     pub(crate) parking: AtomicBool,
-    /// A request asked for an upgrade (`Upgrade`, or CONNECT): hyper then hands its socket
+    /// A request may upgrade (`Upgrade`, or CONNECT): hyper then hands its socket
     /// to the upgrade when it shuts down, even when the response refused it, so this
     /// connection never parks.
     pub(crate) upgrade_asked: AtomicBool,
@@ -309,8 +309,12 @@ impl<T: Serve> hyper::service::Service<Request<hyper::body::Incoming>> for ConnS
         self.state.started.fetch_add(1, Ordering::Relaxed);
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
-        if req.headers().contains_key(http::header::UPGRADE)
-            || req.method() == http::Method::CONNECT
+        // hyper's own mark of a request that may upgrade (an `Upgrade` header on HTTP/1.1,
+        // or CONNECT): a look at extensions that are usually empty.
+        if req
+            .extensions()
+            .get::<hyper::upgrade::OnUpgrade>()
+            .is_some()
         {
             self.state.upgrade_asked.store(true, Ordering::Relaxed);
         }
