@@ -91,8 +91,9 @@ fn idle_connections_park_and_come_back() {
     let two = first[1].read_response(false).expect("second response");
     assert_eq!((one.status, two.status), (200, 404));
 
-    // Part of a head on a parked connection: the connection is let go with those bytes
-    // and taken back at once; it must not spin doing so, and the head completes later.
+    // A head split across a watchdog tick on a parked connection: the new hyper holds it
+    // (let go before its first whole head, it would only end keep-alive), without
+    // spinning, and the connection stays alive for the next request.
     let ticks = cpu_ticks(pid);
     first[2].send(b"GET /a.txt HTTP/1.1\r\nHo");
     std::thread::sleep(Duration::from_millis(1100));
@@ -106,6 +107,35 @@ fn idle_connections_park_and_come_back() {
         .read_response(false)
         .expect("the completed head's response");
     assert_eq!((r.status, r.text()), (200, "hello\n".into()));
+    assert_eq!(r.header("connection"), None, "keep-alive ended");
+    let r = first[2].request("GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.status, 200, "the connection lives on");
+
+    // A whole request and part of the next in one write: hyper answers the first and is
+    // let go holding the second's first bytes, which the next hyper reads first.
+    first[5].send(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\nGET /a.txt HTTP/1.1\r\nHo");
+    let r = first[5].read_response(false).expect("the first response");
+    assert_eq!(r.status, 200);
+    std::thread::sleep(Duration::from_millis(1100));
+    first[5].send(b"st: t\r\n\r\n");
+    let r = first[5].read_response(false).expect("the second response");
+    assert_eq!((r.status, r.text()), (200, "hello\n".into()));
+    assert_eq!(r.header("connection"), None, "keep-alive ended");
+
+    // A response sent before its request's body was read (405 for a POST): a tick later
+    // the body arrives with another request behind it. Parked there, the body would be
+    // read as a head; the answer must be the request's, or a closed connection.
+    let r = first[6].request("POST /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 12\r\n\r\n");
+    assert_eq!(r.status, 405);
+    std::thread::sleep(Duration::from_millis(1100));
+    first[6].send(b"GET /x HTTP/1GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    if let Some(r) = first[6].read_response(false) {
+        assert_eq!(
+            (r.status, r.text()),
+            (200, "hello\n".into()),
+            "the body was read as a request"
+        );
+    }
 
     // A request that asked for an upgrade and got a plain answer: hyper would hand the
     // socket to that upgrade if let go, so this connection stays with hyper and answers.
@@ -125,4 +155,24 @@ fn idle_connections_park_and_come_back() {
         "a head left unfinished was never timed out"
     );
     assert!(started.elapsed() >= Duration::from_millis(1500));
+}
+
+/// keep_alive closes a parked connection as it closed an idle one.
+#[test]
+fn parked_connections_are_closed_at_keep_alive() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+    let s = spawn_gatehouse_in(
+        dir.path(),
+        "workers = 1\n[timeouts]\nheader_read = \"2s\"\nkeep_alive = \"2s\"\n",
+    );
+    let mut conns = open_batch(&s, BATCH);
+    let started = Instant::now();
+    let last = conns.last_mut().expect("a connection");
+    assert!(
+        last.closed_within(Duration::from_secs(6)),
+        "a parked connection outlived keep_alive"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    assert!(conns[0].closed_within(Duration::from_secs(2)));
 }

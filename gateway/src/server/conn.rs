@@ -53,6 +53,11 @@ pub(crate) struct ConnState {
     /// to the upgrade when it shuts down, even when the response refused it, so this
     /// connection never parks.
     pub(crate) upgrade_asked: AtomicBool,
+    /// Park only once more requests than this have started: hyper may still be reading a
+    /// request's body after its response ends (a shutdown then would end keep-alive, or
+    /// leave body bytes to be read as a head), but it has finished with it once the next
+    /// head is read. Also set when a new hyper takes over (see `super::park`).
+    pub(crate) hold_until: AtomicU64,
 }
 
 impl ConnState {
@@ -306,7 +311,10 @@ impl<T: Serve> hyper::service::Service<Request<hyper::body::Incoming>> for ConnS
     type Future = ConnFuture<T::Future>;
 
     fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
-        self.state.started.fetch_add(1, Ordering::Relaxed);
+        let started = self.state.started.fetch_add(1, Ordering::Relaxed) + 1;
+        if !hyper::body::Body::is_end_stream(req.body()) {
+            self.state.hold_until.store(started, Ordering::Relaxed);
+        }
         self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         self.state.awaiting_head.fetch_add(1, Ordering::Relaxed);
         // hyper's own mark of a request that may upgrade (an `Upgrade` header on HTTP/1.1,

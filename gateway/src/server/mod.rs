@@ -126,6 +126,8 @@ impl ConnSettings {
             .max_buf_size(config.limits.max_header_bytes.max(8192))
             .max_header_size(config.limits.max_header_bytes)
             .header_read_timeout(None);
+        // `pipeline_flush` must stay off: with it, hyper skips a flush while it holds
+        // unread bytes, and a connection let go then (server::park) would drop a response.
         // hyper keeps up to 100 headers on the stack; another limit costs a heap allocation
         // per request, so only set it when asked.
         if config.limits.max_headers != 100 {

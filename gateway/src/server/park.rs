@@ -50,9 +50,8 @@ pub(crate) struct Parking<T: Serve> {
     settings: Arc<ConnSettings>,
     /// Where the open connections are counted; `None`: never park.
     shared: Option<Arc<Shared>>,
-    /// Park only once more requests than this have started: a hyper that took over part
-    /// of a head must finish it before it may be let go again.
-    hold_until: u64,
+    /// A drain began: hyper is ending keep-alive, and the connection must not park.
+    draining: bool,
 }
 
 impl<T: Serve> Parking<T> {
@@ -76,13 +75,14 @@ impl<T: Serve> Parking<T> {
             state,
             settings,
             shared,
-            hold_until: 0,
+            draining: false,
         }
     }
 
     /// Drain: a serving connection finishes its exchange and closes, a parked one closes.
     pub(crate) fn graceful(self: Pin<&mut Self>) {
         let this = self.get_mut();
+        this.draining = true;
         match &mut this.phase {
             Phase::Serving(conn) => Pin::new(&mut **conn).inner().graceful_shutdown(),
             Phase::Parked(..) => this.phase = Phase::Done,
@@ -92,13 +92,13 @@ impl<T: Serve> Parking<T> {
 }
 
 /// hyper is idle: its last response is out, and its last read found nothing.
-fn should_park(s: &ConnState, shared: Option<&Arc<Shared>>, hold_until: u64) -> bool {
+fn should_park(s: &ConnState, shared: Option<&Arc<Shared>>) -> bool {
     s.read_waiting.load(Ordering::Relaxed)
             && !s.write_waiting.load(Ordering::Relaxed)
             && s.in_flight() == 0
-            // Before its first request hyper isn't idle (a shutdown would only end
-            // keep-alive), nor is one that holds part of a head.
-            && s.started() > hold_until
+            // A new hyper isn't idle before its first whole head, nor is one whose
+            // request has a body it may still be reading (see `ConnState::hold_until`).
+            && s.started() > s.hold_until.load(Ordering::Relaxed)
             && !s.upgrade_asked.load(Ordering::Relaxed)
             && many(shared)
 }
@@ -115,6 +115,11 @@ fn serve<T: Serve>(
     prefix: Bytes,
 ) -> Box<Hyper<T>> {
     let state = service.state.clone();
+    // A new hyper is busy until it has read a whole head (shut down before, it would only
+    // end keep-alive): it may be let go once another request has started.
+    state
+        .hold_until
+        .fetch_max(state.started(), Ordering::Relaxed);
     let io = TrackedIo::parkable(stream, state, Some(channel.clone()), prefix);
     // with_upgrades: a proxied WebSocket (or other HTTP/1.1 upgrade) takes the socket over
     // after its 101; the tunnel then lives in its own task.
@@ -144,7 +149,7 @@ impl<T: Serve> Future for Parking<T> {
                                 this.state.parking.store(false, Ordering::Relaxed);
                                 return Poll::Pending;
                             }
-                            if !should_park(&this.state, this.shared.as_ref(), this.hold_until) {
+                            if this.draining || !should_park(&this.state, this.shared.as_ref()) {
                                 return Poll::Pending;
                             }
                             this.state.parking.store(true, Ordering::Relaxed);
@@ -171,7 +176,6 @@ impl<T: Serve> Future for Parking<T> {
                     } else {
                         // Part of a next head had arrived: a new hyper reads it first, and
                         // keeps the connection until that head is complete.
-                        this.hold_until = this.state.started();
                         Phase::Serving(serve(
                             &this.settings,
                             stream,
