@@ -29,6 +29,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -588,6 +589,23 @@ fn start_with<T: Serve>(
 
 struct ConnGuard(Arc<Shared>, Arc<ListenerKind>);
 
+pin_project_lite::pin_project! {
+    /// A connection's task: its future, and the guard that counts it open until it ends.
+    struct Open<F> {
+        #[pin]
+        conn: F,
+        _guard: ConnGuard,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Open<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.project().conn.poll(cx)
+    }
+}
+
 impl Drop for ConnGuard {
     fn drop(&mut self) {
         self.1.open.decrement(1.0);
@@ -635,27 +653,36 @@ async fn accept_loop<T: Serve>(
                     let guard = ConnGuard(shared.clone(), kind.clone());
                     let (settings, rx) = (settings.clone(), shutdown.clone());
                     let svc = Fronted::new(kind.front.clone(), svc.clone());
-                    let kind = kind.clone();
-                    let fut = async move {
-                        // Boxed apart: the task holds only the kind it serves (a plain
-                        // connection's state is half a TLS one's), which is most of an
-                        // idle connection's memory.
-                        match &kind.tls {
-                            Some(tls) => {
-                                Box::pin(serve_tls(stream, peer, &kind, tls, svc, &settings, rx)).await
-                            }
-                            None if kind.h2c => {
-                                Box::pin(serve_h2c(stream, peer, svc, &settings, rx)).await
-                            }
-                            None => {
-                                let shared = Some(guard.0.clone());
-                                Box::pin(serve_connection(stream, peer, svc, &settings, shared, rx))
-                                    .await
-                            }
+                    // Each kind is its own task, so the task holds only the state of the
+                    // kind it serves (a plain connection's is half a TLS one's), which is
+                    // most of an idle connection's memory; a plain connection's is spawned
+                    // as is, with no box and no enclosing future beside it.
+                    match &kind.tls {
+                        Some(_) => {
+                            let kind = kind.clone();
+                            tokio::spawn(async move {
+                                if let Some(tls) = &kind.tls {
+                                    Box::pin(serve_tls(stream, peer, &kind, tls, svc, &settings, rx))
+                                        .await
+                                }
+                                drop(guard);
+                            });
                         }
-                        drop(guard);
-                    };
-                    tokio::spawn(fut);
+                        // hyper-util's auto connection borrows its builder from `settings`.
+                        None if kind.h2c => {
+                            tokio::spawn(async move {
+                                Box::pin(serve_h2c(stream, peer, svc, &settings, rx)).await;
+                                drop(guard);
+                            });
+                        }
+                        None => {
+                            let shared = Some(guard.0.clone());
+                            tokio::spawn(Open {
+                                conn: serve_connection(stream, peer, svc, &settings, shared, rx),
+                                _guard: guard,
+                            });
+                        }
+                    }
                 }
                 Err(e) => {
                     // EMFILE and friends: back off rather than spin; the listener stays.
