@@ -176,3 +176,56 @@ fn parked_connections_are_closed_at_keep_alive() {
     assert!(started.elapsed() >= Duration::from_millis(1500));
     assert!(conns[0].closed_within(Duration::from_secs(2)));
 }
+
+/// Many clients connecting together, each sending its request at once: a parked
+/// connection is woken with nothing to read (readiness can be stale), and must not take
+/// a hyper then, which it could only let go after its first request. Every connection
+/// is answered, and all of them are left parked.
+#[test]
+fn a_burst_of_new_connections_stays_parked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.txt"), "hello\n").expect("write");
+    let s = spawn_gatehouse_in(
+        dir.path(),
+        "workers = 1\n[timeouts]\nheader_read = \"10s\"\nkeep_alive = \"60s\"\n",
+    );
+    let pid = s.child.id();
+    let rss = || {
+        std::thread::sleep(Duration::from_millis(1200));
+        status_field(pid, "VmRSS:")
+    };
+    // Past the threshold first: the connections counted below all start parked.
+    let mut conns: Vec<Conn> = (0..BATCH).map(|_| Conn::open(s.addr)).collect();
+    let before = rss();
+    conns.extend((0..2 * BATCH).map(|_| Conn::open(s.addr)));
+    let opened = rss();
+    let per_conn = (opened.saturating_sub(before)) * 1024 / (2 * BATCH) as u64;
+    eprintln!("a new connection, before its request: {per_conn} bytes");
+    assert!(
+        per_conn < 3 * 1024,
+        "a new connection costs {per_conn} bytes ({before} → {opened} KiB for {})",
+        2 * BATCH
+    );
+    // Then every one asks at once, and again: answered, and parked again after.
+    for round in 0..2 {
+        for c in conns.iter_mut() {
+            c.send(b"GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        }
+        for (i, c) in conns.iter_mut().enumerate() {
+            let r = c.read_response(false).expect("a response");
+            assert_eq!(
+                (r.status, r.text()),
+                (200, "hello\n".into()),
+                "connection {i}"
+            );
+        }
+        let after = rss();
+        eprintln!("after burst {round}: {after} KiB");
+        assert!(
+            after < opened + 3 * 1024,
+            "{} connections grew by {} KiB answering one request each",
+            conns.len(),
+            after.saturating_sub(opened)
+        );
+    }
+}

@@ -32,6 +32,9 @@ use tokio::net::TcpStream;
 /// parks. Below it, hyper keeps its buffers and a keep-alive request costs no setup.
 pub(crate) const PARK_ABOVE: usize = 512;
 
+/// What a parked connection reads itself before a hyper takes over (most heads whole).
+const FIRST_READ: usize = 2048;
+
 type Io = TokioIo<TrackedIo<TcpStream>>;
 type Hyper<T> = Scope<http1::UpgradeableConnection<Io, ConnService<T>>>;
 pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -186,8 +189,21 @@ impl<T: Serve> Future for Parking<T> {
                     };
                 }
                 Phase::Parked(stream, ..) => {
-                    // Readable: a request, or the client's close, which hyper then reads.
                     ready!(stream.poll_read_ready(cx))?;
+                    // Read before a hyper is made: tokio's readiness may be a false
+                    // positive (every new connection was reported readable before its
+                    // first byte, measured), and a new hyper that has read no head can't be
+                    // let go again (shut down then, hyper only ends keep-alive), so it
+                    // would hold its buffers until the client's first request.
+                    let mut first = [0u8; FIRST_READ];
+                    let n = match stream.try_read(&mut first) {
+                        // The client closed; an idle connection just ends.
+                        Ok(0) => return Poll::Ready(Ok(())),
+                        Ok(n) => n,
+                        // Readiness is cleared: the next poll waits for bytes.
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Poll::Ready(Err(e.into())),
+                    };
                     let Phase::Parked(stream, channel, service) =
                         std::mem::replace(&mut this.phase, Phase::Done)
                     else {
@@ -199,7 +215,7 @@ impl<T: Serve> Future for Parking<T> {
                         stream,
                         channel,
                         service,
-                        Bytes::new(),
+                        Bytes::copy_from_slice(&first[..n]),
                     ));
                 }
                 Phase::Done => return Poll::Ready(Ok(())),
