@@ -228,4 +228,15 @@ fn a_burst_of_new_connections_stays_parked() {
             after.saturating_sub(opened)
         );
     }
+    // A parked connection whose client closes is closed at once, not at keep_alive.
+    let last = conns.last_mut().expect("a connection");
+    last.stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    let started = Instant::now();
+    assert!(
+        last.closed_within(Duration::from_secs(5)),
+        "a parked connection outlived its client's close"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
 }

@@ -110,6 +110,22 @@ fn many(shared: Option<&Arc<Shared>>) -> bool {
     shared.is_some_and(|s| s.connections.load(Ordering::Relaxed) > PARK_ABOVE)
 }
 
+/// A parked connection's first bytes: `None` if there were none after all, an error if
+/// the client closed or reset it. Apart and never inlined, so that its buffer is not part
+/// of every poll's stack frame.
+#[inline(never)]
+fn first_bytes(stream: &TcpStream) -> Option<Result<Bytes, ()>> {
+    let mut first = [0u8; FIRST_READ];
+    loop {
+        return match stream.try_read(&mut first) {
+            Ok(n) if n > 0 => Some(Ok(Bytes::copy_from_slice(&first[..n]))),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            _ => Some(Err(())),
+        };
+    }
+}
+
 fn serve<T: Serve>(
     settings: &ConnSettings,
     stream: TcpStream,
@@ -195,14 +211,16 @@ impl<T: Serve> Future for Parking<T> {
                     // first byte, measured), and a new hyper that has read no head can't be
                     // let go again (shut down then, hyper only ends keep-alive), so it
                     // would hold its buffers until the client's first request.
-                    let mut first = [0u8; FIRST_READ];
-                    let n = match stream.try_read(&mut first) {
-                        // The client closed; an idle connection just ends.
-                        Ok(0) => return Poll::Ready(Ok(())),
-                        Ok(n) => n,
+                    let first = match first_bytes(stream) {
+                        Some(Ok(first)) => first,
                         // Readiness is cleared: the next poll waits for bytes.
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                        Err(e) => return Poll::Ready(Err(e.into())),
+                        None => continue,
+                        // The client closed or reset an idle connection: it just ends, as
+                        // hyper ends one (no error to log).
+                        Some(Err(())) => {
+                            this.phase = Phase::Done;
+                            return Poll::Ready(Ok(()));
+                        }
                     };
                     let Phase::Parked(stream, channel, service) =
                         std::mem::replace(&mut this.phase, Phase::Done)
@@ -210,13 +228,8 @@ impl<T: Serve> Future for Parking<T> {
                         return Poll::Ready(Ok(()));
                     };
                     this.state.read_waiting.store(false, Ordering::Relaxed);
-                    this.phase = Phase::Serving(serve(
-                        &this.settings,
-                        stream,
-                        channel,
-                        service,
-                        Bytes::copy_from_slice(&first[..n]),
-                    ));
+                    this.phase =
+                        Phase::Serving(serve(&this.settings, stream, channel, service, first));
                 }
                 Phase::Done => return Poll::Ready(Ok(())),
             }
