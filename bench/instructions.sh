@@ -12,8 +12,11 @@
 # One worker, the static route with the open-file cache as bench/run.sh configures it, on
 # loopback; the proxy's backend is a gatehouse outside valgrind. Needs valgrind, oha,
 # openssl, curl. CG_DIR: keep each callgrind file there, for callgrind_annotate.
-# COLLECT: the functions whose instructions count (callgrind's --toggle-collect), by
-# default the accept loop and the connection tasks it spawns, where every request runs:
+# COLLECT: the functions whose instructions count (callgrind's --toggle-collect; a
+# space-separated list, and one nested in another toggles it off), by default `Drive`'s
+# poll, which every connection's task runs and where every request runs (until 0c8a407
+# it was `accept_loop`, whose async blocks were the tasks; plain connections' tasks are
+# now `server::Open`, which inlines its poll):
 # start-up is left out, whose clock calibration (quanta's) runs a timing-dependent number
 # of loops and made the whole-program figure swing by -5% to +24% between runs of one
 # binary. COLLECT=all counts the whole program (the scheduler's share too).
@@ -25,7 +28,7 @@ SCENARIOS=${SCENARIOS:-static-1k proxy-1k h2-1k}
 N=${N:-6000}
 SMALL=${SMALL:-1000}
 CONNECTIONS=${CONNECTIONS:-8}
-COLLECT=${COLLECT:-*accept_loop*}
+COLLECT=${COLLECT:-*server::Drive<*}
 OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 PORT=18581 ADMIN=18582 TLS=18583 BACKEND=18591 BACKEND_ADMIN=18592
 
@@ -91,7 +94,11 @@ count() { # bin scenario n
   fi
   rm -f "$out"
   local collect=()
-  [ "$COLLECT" = all ] || collect=(--toggle-collect="$COLLECT")
+  if [ "$COLLECT" != all ]; then
+    local c pats
+    read -r -a pats <<< "$COLLECT"
+    for c in "${pats[@]}"; do collect+=(--toggle-collect="$c"); done
+  fi
   valgrind --tool=callgrind "${collect[@]}" --callgrind-out-file="$out" "$bin" --config "$WORK/g.toml" \
     2> "$WORK/valgrind.log" &
   local pid=$!
