@@ -25,10 +25,12 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod rules;
 mod schema;
 mod validate;
 
 pub use error::{ConfigError, ConfigErrors};
+pub use rules::RuleError;
 pub use schema::*;
 
 use figment::providers::{Env, Format, Serialized, Toml};

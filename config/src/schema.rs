@@ -374,6 +374,106 @@ pub struct Route {
     /// A request rate per client address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimitConfig>,
+    /// Header rules on responses and (proxy routes) requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<HeadersConfig>,
+    /// Redirects, tried in order; the first whose match takes the path answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redirects: Vec<RedirectConfig>,
+    /// Internal rewrites of the target, tried in order; the first that matches applies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewrites: Vec<RewriteConfig>,
+    /// An ID for each request: to the upstream, the client and the access log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<RequestIdConfig>,
+}
+
+/// `[routes.headers]`: rule sets for responses and requests. Each is one table or a list
+/// of them (`[[routes.headers.response]]`), applied in order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeadersConfig {
+    #[serde(
+        deserialize_with = "table_or_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub response: Vec<HeaderRulesConfig>,
+    /// To the upstream: proxy routes only.
+    #[serde(
+        deserialize_with = "table_or_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub request: Vec<HeaderRulesConfig>,
+}
+
+/// One rule set: removed first, then set (replacing), then added (appending). Values may
+/// use `$host`, `$remote_addr`, `$scheme`, `$request_id` and (responses) `$upstream_addr`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeaderRulesConfig {
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub set: std::collections::BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub add: std::collections::BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+    /// Responses only: the statuses (`404`) or classes (`2xx`) the set applies to; empty
+    /// means every response.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub statuses: Vec<String>,
+}
+
+/// `[[routes.redirects]]`: at most one of `exact`, `prefix` and `regex` (none matches
+/// every path); `to` is the target, with `$1`…`$9` the captures (a prefix's `$1` is the
+/// rest of the path) and `$request_uri`, `$host`, `$scheme`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedirectConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    pub to: String,
+    /// 301, 302, 303, 307 or 308.
+    #[serde(default = "moved_permanently")]
+    pub status: u16,
+}
+
+fn moved_permanently() -> u16 {
+    301
+}
+
+/// `[[routes.rewrites]]`: a match as a redirect's, and the target the route's Service
+/// gets instead (a `?` in it replaces the query, else the query is kept).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RewriteConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    pub to: String,
+}
+
+/// `[routes.request_id]`: the header the ID goes in, and the peers whose own ID is kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RequestIdConfig {
+    pub header: String,
+    pub trusted_proxies: Vec<String>,
+}
+
+impl Default for RequestIdConfig {
+    fn default() -> Self {
+        RequestIdConfig {
+            header: "X-Request-Id".into(),
+            trusted_proxies: Vec::new(),
+        }
+    }
 }
 
 /// `[routes.rate_limit]`: a token bucket per client address (an IPv6 client by its /64).
@@ -861,7 +961,18 @@ impl Route {
             access: None,
             auth: None,
             rate_limit: None,
+            headers: None,
+            redirects: Vec::new(),
+            rewrites: Vec::new(),
+            request_id: None,
         }
+    }
+
+    /// Whether a redirect answers every path: the route needs no Service (a host moved).
+    pub fn redirects_all(&self) -> bool {
+        self.redirects
+            .iter()
+            .any(|r| r.exact.is_none() && r.prefix.is_none() && r.regex.is_none())
     }
 
     /// The route's name; set for every route after loading.
@@ -1026,6 +1137,37 @@ where
             let mut out = Vec::new();
             while let Some(s) = seq.next_element::<String>()? {
                 out.push(parse(&s)?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(V(PhantomData))
+}
+
+/// Accepts one table or a list of them. A visitor rather than an untagged enum, so that
+/// a bad key inside is named in the error rather than "did not match any variant".
+fn table_or_list<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    use serde::de::{value::MapAccessDeserializer, MapAccess, SeqAccess, Visitor};
+    use std::marker::PhantomData;
+
+    struct V<T>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a table or a list of tables")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Vec<T>, A::Error> {
+            Ok(vec![T::deserialize(MapAccessDeserializer::new(map))?])
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(t) = seq.next_element()? {
+                out.push(t);
             }
             Ok(out)
         }

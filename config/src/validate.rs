@@ -229,6 +229,8 @@ pub(crate) fn normalise_and_validate(
             }
         }
 
+        check_rules(&mut c, &k, route);
+
         if let Some(name) = &route.mount {
             if route.static_files.is_some() || route.proxy.is_some() {
                 c.err(
@@ -254,10 +256,13 @@ pub(crate) fn normalise_and_validate(
             continue;
         }
         let Some(st) = route.static_files.as_mut() else {
-            c.err(
-                k,
-                "the route mounts no service: add a [routes.static] or [routes.proxy] table",
-            );
+            if !route.redirects_all() {
+                c.err(
+                    k,
+                    "the route mounts no service: add a [routes.static] or [routes.proxy] table \
+                     (or a [[routes.redirects]] for every path)",
+                );
+            }
             continue;
         };
         let (root_key, dir) = match &st.root {
@@ -738,4 +743,55 @@ fn check_token(t: &str) -> Result<(), &'static str> {
         return Err("must be at least 16 characters (openssl rand -hex 32 makes a good one)");
     }
     Ok(())
+}
+
+/// Header rules, redirects, rewrites and request IDs: each rule is made as the layers
+/// will make it, and an error names its key.
+fn check_rules(c: &mut Collector, k: &str, route: &Route) {
+    if let Some(h) = &route.headers {
+        for (side, list, response) in [
+            ("response", &h.response, true),
+            ("request", &h.request, false),
+        ] {
+            for (j, r) in list.iter().enumerate() {
+                let at = if list.len() > 1 {
+                    format!("{k}.headers.{side}.{j}")
+                } else {
+                    format!("{k}.headers.{side}")
+                };
+                if let Err(e) = r.rules(response) {
+                    c.err(format!("{at}.{}", e.key), e.reason);
+                }
+            }
+        }
+        if !h.request.is_empty() && route.proxy.is_none() {
+            c.err(
+                format!("{k}.headers.request"),
+                "request header rules are for what a proxy route sends upstream",
+            );
+        }
+    }
+    for (j, r) in route.redirects.iter().enumerate() {
+        if let Err(e) = r.rule() {
+            c.err(format!("{k}.redirects.{j}.{}", e.key), e.reason);
+        }
+    }
+    for (j, r) in route.rewrites.iter().enumerate() {
+        if let Err(e) = r.rule() {
+            c.err(format!("{k}.rewrites.{j}.{}", e.key), e.reason);
+        }
+    }
+    if let Some(id) = &route.request_id {
+        if http::HeaderName::from_bytes(id.header.as_bytes()).is_err() {
+            c.err(
+                format!("{k}.request_id.header"),
+                format!("{:?} is not a header field name", id.header),
+            );
+        }
+        check_cidrs(
+            c,
+            &format!("{k}.request_id.trusted_proxies"),
+            &id.trusted_proxies,
+        );
+    }
 }

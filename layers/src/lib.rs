@@ -18,6 +18,11 @@
 //! - [`metrics`]: request metrics per route for Prometheus, and the process's own.
 //! - [`ip_filter`]: client IP allow and deny rules, answering 403.
 //! - [`rate_limit`]: a token bucket per client address, answering 429 with `Retry-After`.
+//! - [`headers`]: set, add and remove request and response headers, by status.
+//! - [`redirect`]: redirects by exact path, prefix or regex with captures.
+//! - [`rewrite`]: internal rewrites of the target before the Service.
+//! - [`request_id`]: an ID per request, to the Service, the client and the access log.
+//! - [`template`]: the `$variables` of header values and targets.
 //! - [`client`]: the client address the layers read, and how a server passes it.
 //! - [`cidr`]: IP network sets and the client address behind trusted proxies.
 //! - [`path`]: the one path normalisation every layer and the router share.
@@ -29,13 +34,21 @@
 pub mod access_log;
 #[cfg(feature = "acme")]
 pub mod acme;
-#[cfg(any(feature = "acme", feature = "rate-limit", feature = "ip-filter"))]
+#[cfg(any(
+    feature = "acme",
+    feature = "rate-limit",
+    feature = "ip-filter",
+    feature = "redirect",
+    feature = "rewrite"
+))]
 mod answer;
 #[cfg(feature = "auth")]
 pub mod auth;
 pub mod cidr;
 pub mod client;
 pub mod clock;
+#[cfg(feature = "headers")]
+pub mod headers;
 #[cfg(feature = "ip-filter")]
 pub mod ip_filter;
 #[cfg(feature = "metrics")]
@@ -43,17 +56,27 @@ pub mod metrics;
 #[cfg(feature = "open-file-cache")]
 pub mod open_file_cache;
 pub mod path;
+#[cfg(any(feature = "redirect", feature = "rewrite"))]
+pub mod path_match;
 #[cfg(any(feature = "open-file-cache", feature = "precompress"))]
 mod per_thread;
 #[cfg(feature = "precompress")]
 pub mod precompress;
 #[cfg(feature = "rate-limit")]
 pub mod rate_limit;
+#[cfg(feature = "redirect")]
+pub mod redirect;
+#[cfg(feature = "request-id")]
+pub mod request_id;
 pub mod respond;
+#[cfg(feature = "rewrite")]
+pub mod rewrite;
 pub mod siblings;
 #[cfg(feature = "static-files")]
 pub mod static_files;
 pub mod tally;
+pub mod template;
+pub mod upstream;
 #[cfg(any(feature = "access-log", feature = "metrics"))]
 pub mod watched;
 
@@ -63,7 +86,8 @@ pub mod watched;
     feature = "auth",
     feature = "rate-limit",
     feature = "precompress",
-    feature = "ip-filter"
+    feature = "ip-filter",
+    feature = "rewrite"
 ))]
 pub(crate) fn text_response(
     status: http::StatusCode,

@@ -113,6 +113,37 @@ fn valid_escapes(raw: &[u8]) -> bool {
     true
 }
 
+/// Characters kept as they are when the normalised path is written back into a URI.
+const PATH_KEEP: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'|');
+
+/// `uri` with its path normalised (and re-encoded where a URI needs it), or `None` if the
+/// path can't be normalised (a bad escape, a NUL, a backslash, not UTF-8).
+pub fn normalized_uri(uri: &http::Uri) -> Option<http::Uri> {
+    let n = normalize(uri.path(), false).ok()?;
+    let abs = n.to_absolute();
+    let mut pq: String = percent_encoding::utf8_percent_encode(&abs, PATH_KEEP).collect();
+    if let Some(q) = uri.query() {
+        pq.push('?');
+        pq.push_str(q);
+    }
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(http::uri::PathAndQuery::try_from(pq).ok()?);
+    http::Uri::from_parts(parts).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

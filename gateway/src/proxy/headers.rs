@@ -147,6 +147,19 @@ pub fn forward(
     trusted: &Trusted,
     rfc7239: bool,
 ) {
+    forward_keeping(h, peer, scheme, trusted, rfc7239, 0)
+}
+
+/// [`forward`], keeping the client-address fields in `keep` ([`claims_set`]): the route's
+/// own header rules set them, and what a route decides reaches the upstream.
+pub(crate) fn forward_keeping(
+    h: &mut HeaderMap,
+    peer: Option<IpAddr>,
+    scheme: &str,
+    trusted: &Trusted,
+    rfc7239: bool,
+    keep: u8,
+) {
     let trust = peer.is_some_and(|p| trusted.contains(p));
     // The address formatted on the stack: the common (untrusted) case then costs one
     // header value and no String.
@@ -214,10 +227,23 @@ pub fn forward(
         h.remove(FORWARDED);
     }
     if !trust {
-        for name in &CLIENT_ADDRESS_CLAIMS {
-            h.remove(name);
+        for (i, name) in CLIENT_ADDRESS_CLAIMS.iter().enumerate() {
+            if keep & (1 << i) == 0 {
+                h.remove(name);
+            }
         }
     }
+}
+
+/// Which of the client-address fields (`X-Real-IP`, `True-Client-IP`, `X-Client-IP`)
+/// are in `names`, as a bit set.
+pub(crate) fn claims_set<'a>(names: impl IntoIterator<Item = &'a HeaderName>) -> u8 {
+    names.into_iter().fold(0, |set, n| {
+        match CLIENT_ADDRESS_CLAIMS.iter().position(|c| c == n) {
+            Some(i) => set | (1 << i),
+            None => set,
+        }
+    })
 }
 
 /// The forwarding fields of a request from a client that isn't trusted, to be written
@@ -231,6 +257,8 @@ pub(crate) struct Forwarding {
     proto: &'static str,
     host: Option<HeaderValue>,
     version: http::Version,
+    /// The client-address fields kept ([`forward_keeping`]).
+    keep: u8,
 }
 
 impl Forwarding {
@@ -253,16 +281,26 @@ impl Forwarding {
             proto: static_scheme(scheme),
             host: host.cloned(),
             version,
+            keep: 0,
         })
     }
 
+    /// Keeps the client-address fields in `keep` ([`forward_keeping`]).
+    pub(crate) fn keeping(mut self, keep: u8) -> Forwarding {
+        self.keep = keep;
+        self
+    }
+
     /// A client's field that this replaces, and so is not sent on.
-    pub(crate) fn replaces(name: &HeaderName) -> bool {
+    pub(crate) fn replaces(&self, name: &HeaderName) -> bool {
         name == FORWARDED
             || name == X_FORWARDED_FOR
             || name == X_FORWARDED_PROTO
             || name == X_FORWARDED_HOST
-            || CLIENT_ADDRESS_CLAIMS.contains(name)
+            || CLIENT_ADDRESS_CLAIMS
+                .iter()
+                .enumerate()
+                .any(|(i, c)| c == name && self.keep & (1 << i) == 0)
     }
 
     /// The field lines, as [`forward`] and [`add_via`] would set them.

@@ -151,6 +151,9 @@ struct Inner {
     body_idle: Duration,
     retries: u32,
     trusted: headers::Trusted,
+    /// The client-address fields (`X-Real-IP`…) the route's header rules set: sent as
+    /// set, where a client's own are dropped.
+    route_claims: u8,
     forwarded: bool,
     health_check: Option<gatehouse_config::HealthCheckConfig>,
     /// Set when a reload replaced this proxy: its health checks stop.
@@ -170,6 +173,18 @@ impl Proxy {
     pub fn with_upstream_info(mut self) -> Proxy {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.upstream_info = true;
+        }
+        self
+    }
+
+    /// Sends these fields as the route's header rules set them, where the proxy drops a
+    /// client's own claim of its address (`X-Real-IP`, `True-Client-IP`, `X-Client-IP`).
+    pub fn keeping_fields<'a>(
+        mut self,
+        names: impl IntoIterator<Item = &'a http::HeaderName>,
+    ) -> Proxy {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.route_claims = headers::claims_set(names);
         }
         self
     }
@@ -244,6 +259,7 @@ impl Proxy {
                 body_idle: cfg.body_idle_timeout,
                 retries: cfg.retries,
                 trusted: headers::trusted(&cfg.trusted_proxies),
+                route_claims: 0,
                 forwarded: cfg.forwarded,
                 health_check: cfg.health_check.clone(),
                 retired: Arc::new(std::sync::atomic::AtomicBool::new(false)),

@@ -215,16 +215,18 @@ impl Inner {
                 self.forwarded,
                 parts.version,
             )
+            .map(|f| f.keeping(self.route_claims))
         } else {
             None
         };
         if fwd.is_none() {
-            headers::forward(
+            headers::forward_keeping(
                 &mut parts.headers,
                 peer,
                 scheme,
                 &self.trusted,
                 self.forwarded,
+                self.route_claims,
             );
             headers::add_via(&mut parts.headers, parts.version);
         }

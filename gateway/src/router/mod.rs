@@ -33,6 +33,7 @@ use gatehouse_layers::auth::{
     Auth, AuthLayer, BasicAuth, ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions,
 };
 use gatehouse_layers::cidr::{client_ip, CidrSet};
+use gatehouse_layers::headers::HeadersLayer;
 use gatehouse_layers::ip_filter::{IpFilterLayer, IpRules};
 use gatehouse_layers::metrics::RouteMetrics;
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
@@ -40,6 +41,9 @@ use gatehouse_layers::precompress::{
     DefaultPredicate, Encoding, Levels, PrecompressLayer, Predicate,
 };
 use gatehouse_layers::rate_limit::{RateLimitLayer, RateLimiter};
+use gatehouse_layers::redirect::RedirectLayer;
+use gatehouse_layers::request_id::RequestIdLayer;
+use gatehouse_layers::rewrite::RewriteLayer;
 use http::uri::PathAndQuery;
 use http::{HeaderValue, Request, Response, StatusCode, Uri};
 use pin_project_lite::pin_project;
@@ -452,14 +456,23 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
             Some(a) => Some(AuthLayer::new(route_auth(i, a)?)),
             None => None,
         };
-        let client = ip.is_some() || rate.is_some() || auth.is_some();
+        let rules = RuleLayers::new(i, route)?;
+        let client = ip.is_some() || rate.is_some() || auth.is_some() || rules.any();
         let inner = if client {
             tower::util::Either::Left(
                 tower::ServiceBuilder::new()
+                    .option_layer(rules.request_id)
+                    .option_layer(rules.response)
                     .option_layer(ip)
                     .option_layer(rate)
-                    .layer(GuardLayer)
+                    .layer(GuardLayer {
+                        // A rewrite is made of the normalised target, and forwarded so.
+                        as_received: rules.rewrite.is_none(),
+                    })
+                    .option_layer(rules.redirect)
+                    .option_layer(rules.rewrite)
                     .option_layer(auth)
+                    .option_layer(rules.request)
                     .service(endpoint),
             )
         } else {
@@ -525,8 +538,18 @@ fn route_service(
     }
     if let Some(px) = &route.proxy {
         let mut proxy = Proxy::with_slots(px, slots)?;
-        if route.access_log.is_some() {
+        // For the access log, and for `$upstream_addr` in a header rule.
+        if route.access_log.is_some() || route.headers.is_some() {
             proxy = proxy.with_upstream_info();
+        }
+        if let Some(h) = &route.headers {
+            let set: Vec<http::HeaderName> = h
+                .request
+                .iter()
+                .flat_map(|r| r.set.keys())
+                .filter_map(|k| http::HeaderName::from_bytes(k.as_bytes()).ok())
+                .collect();
+            proxy = proxy.keeping_fields(&set);
         }
         return Ok(match compression_layer(&route.compression) {
             // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
@@ -550,10 +573,108 @@ fn route_service(
                 None => RouteService::Static(files),
             })
         }
+        // A host moved: every path is redirected, and this is never reached.
+        None if route.redirects_all() => Ok(RouteService::Mounted(
+            tower::util::BoxCloneSyncService::new(tower::service_fn(|_| async {
+                let mut res = Response::new(axum::body::Body::empty());
+                *res.status_mut() = StatusCode::NOT_FOUND;
+                Ok::<_, Infallible>(res)
+            })),
+        )),
         None => Err(io::Error::other(format!(
             "route {} mounts no service",
             route.name()
         ))),
+    }
+}
+
+/// A rule the configuration check let through but the build refused: named as `check`
+/// names it.
+fn rule_error(i: usize, what: &str, e: gatehouse_config::RuleError) -> io::Error {
+    io::Error::other(format!("routes.{i}.{what}.{}: {}", e.key, e.reason))
+}
+
+/// The route's layers of header rules, redirects, rewrites and request IDs (see
+/// [`stack`]): each `None` when the route has none.
+struct RuleLayers {
+    request_id: Option<RequestIdLayer>,
+    response: Option<HeadersLayer>,
+    redirect: Option<RedirectLayer>,
+    rewrite: Option<RewriteLayer>,
+    request: Option<HeadersLayer>,
+}
+
+impl RuleLayers {
+    fn new(i: usize, route: &Route) -> io::Result<RuleLayers> {
+        let headers = |list: &[gatehouse_config::HeaderRulesConfig], response: bool| {
+            let mut layer = HeadersLayer::new();
+            for (j, r) in list.iter().enumerate() {
+                let side = if response { "response" } else { "request" };
+                let rules = r
+                    .rules(response)
+                    .map_err(|e| rule_error(i, &format!("headers.{side}.{j}"), e))?;
+                layer = if response {
+                    layer.response(rules)
+                } else {
+                    layer.request(rules)
+                };
+            }
+            Ok::<_, io::Error>((!list.is_empty()).then_some(layer))
+        };
+        let (response, request) = match &route.headers {
+            Some(h) => (headers(&h.response, true)?, headers(&h.request, false)?),
+            None => (None, None),
+        };
+        let mut redirect = None;
+        for (j, r) in route.redirects.iter().enumerate() {
+            let rule = r
+                .rule()
+                .map_err(|e| rule_error(i, &format!("redirects.{j}"), e))?;
+            redirect = Some(redirect.unwrap_or_else(RedirectLayer::new).rule(rule));
+        }
+        let mut rewrite = None;
+        for (j, r) in route.rewrites.iter().enumerate() {
+            let rule = r
+                .rule()
+                .map_err(|e| rule_error(i, &format!("rewrites.{j}"), e))?;
+            rewrite = Some(
+                rewrite
+                    .unwrap_or_else(|| RewriteLayer::new().within(&route.path))
+                    .rule(rule),
+            );
+        }
+        let request_id = match &route.request_id {
+            Some(r) => {
+                let header = http::HeaderName::from_bytes(r.header.as_bytes()).map_err(|_| {
+                    io::Error::other(format!(
+                        "routes.{i}.request_id.header: {:?} is not a header field name",
+                        r.header
+                    ))
+                })?;
+                let trusted = CidrSet::new(
+                    r.trusted_proxies
+                        .iter()
+                        .filter_map(|c| gatehouse_config::parse_cidr(c)),
+                );
+                Some(RequestIdLayer::new().header(header).trust(trusted))
+            }
+            None => None,
+        };
+        Ok(RuleLayers {
+            request_id,
+            response,
+            redirect,
+            rewrite,
+            request,
+        })
+    }
+
+    fn any(&self) -> bool {
+        self.request_id.is_some()
+            || self.response.is_some()
+            || self.redirect.is_some()
+            || self.rewrite.is_some()
+            || self.request.is_some()
     }
 }
 
@@ -700,7 +821,7 @@ pub(crate) fn decide<R: Ruled>(
     let normalized = if is_clean(uri.path()) && !empty_path {
         None
     } else {
-        Some(normalized_uri(uri).ok_or(StatusCode::BAD_REQUEST)?)
+        Some(gatehouse_layers::path::normalized_uri(uri).ok_or(StatusCode::BAD_REQUEST)?)
     };
     let path = normalized.as_ref().unwrap_or(uri).path();
     let index = select(routes, path).ok_or(StatusCode::NOT_FOUND)?;
@@ -943,37 +1064,6 @@ fn is_clean(path: &str) -> bool {
         }
     }
     true
-}
-
-/// Characters kept as they are when the normalised path is written back into a URI.
-const PATH_KEEP: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'|');
-
-/// `uri` with its path normalised (and re-encoded where a URI needs it), or `None` if the
-/// path can't be normalised (a bad escape, a NUL, a backslash, not UTF-8).
-fn normalized_uri(uri: &Uri) -> Option<Uri> {
-    let n = gatehouse_layers::path::normalize(uri.path(), false).ok()?;
-    let abs = n.to_absolute();
-    let mut pq: String = percent_encoding::utf8_percent_encode(&abs, PATH_KEEP).collect();
-    if let Some(q) = uri.query() {
-        pq.push('?');
-        pq.push_str(q);
-    }
-    let mut parts = uri.clone().into_parts();
-    parts.path_and_query = Some(PathAndQuery::try_from(pq).ok()?);
-    Uri::from_parts(parts).ok()
 }
 
 /// Whether a path has a `.` or `..` segment, spelled plainly or percent-encoded
@@ -1230,7 +1320,8 @@ mod tests {
     /// them) without depending on the layers crate: the two lists must stay one.
     #[test]
     fn clean_paths_skip_normalisation_and_others_are_normalised() {
-        use super::{is_clean, normalized_uri};
+        use super::is_clean;
+        use gatehouse_layers::path::normalized_uri;
         for p in ["/", "/a", "/a/b.txt", "/dir/", "/a.b/c"] {
             assert!(is_clean(p), "{p}");
         }

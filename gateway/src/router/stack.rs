@@ -1,13 +1,18 @@
 //! A route's Service: gatehouse-layers' Layers over the Service the route mounts.
 //!
 //! ```text
-//! Observe                    access log line and metrics, finished as the body ends
-//!  └ IpFilter?               403 (gatehouse_layers::ip_filter)
-//!     └ RateLimit?           429 (gatehouse_layers::rate_limit)
-//!        └ Guard             400 for a target routing refused once the two above ran
-//!           └ RequireAuth?   401/403 (gatehouse_layers::auth)
-//!              └ Endpoint    the prefix taken off, then StaticFiles, Proxy (each maybe
-//!                            under Precompress) or a mounted app
+//! Observe                          access log line and metrics, as the body ends
+//!  └ RequestId?                    an ID to the request and response (request_id)
+//!   └ Headers? (response rules)    on every response below, 403 and 429 included
+//!    └ IpFilter?                   403 (gatehouse_layers::ip_filter)
+//!     └ RateLimit?                 429 (gatehouse_layers::rate_limit)
+//!      └ Guard                     400 for a target routing refused
+//!       └ Redirect?                301/302/303/307/308 (gatehouse_layers::redirect)
+//!        └ Rewrite?                the normalised target rewritten (rewrite)
+//!         └ RequireAuth?           401/403 (gatehouse_layers::auth)
+//!          └ Headers? (request)    what the upstream gets (headers)
+//!           └ Endpoint             the prefix taken off, then StaticFiles, Proxy (each
+//!                                  maybe under Precompress) or a mounted app
 //! ```
 //!
 //! A `?` layer a route doesn't use is `tower::util::Either`'s other branch: a match, no
@@ -21,10 +26,14 @@ use crate::proxy::{ConnInfo, Proxy, ProxyBody, ProxyFuture};
 use crate::static_files::{ResponseFuture as StaticFuture, StaticBody, StaticFiles};
 use gatehouse_layers::access_log::{AccessLog, LogEnd, Record};
 use gatehouse_layers::auth::RequireAuth;
+use gatehouse_layers::headers::{self, Headers};
 use gatehouse_layers::ip_filter::{self, IpFilter};
 use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics, Started};
 use gatehouse_layers::precompress::{self, DefaultPredicate, Precompress, PrecompressBody};
 use gatehouse_layers::rate_limit::{self, RateLimit};
+use gatehouse_layers::redirect::{self, Redirect};
+use gatehouse_layers::request_id::{self, RequestIdService};
+use gatehouse_layers::rewrite::{self, Rewrite};
 use gatehouse_layers::watched::{Both, Watched};
 use http::{Request, Response, StatusCode, Uri};
 use pin_project_lite::pin_project;
@@ -92,13 +101,13 @@ pub(crate) struct Decided {
 }
 
 /// Applies what routing decided ([`Decided`]), once: whether the target is refused;
-/// if not, the target as received is put back for a proxy that gets it so.
-fn refused<B>(req: &mut Request<B>) -> bool {
+/// if not, and `restore`, the target as received is put back for a proxy that gets it so.
+fn refused<B>(req: &mut Request<B>, restore: bool) -> bool {
     if let Some(d) = req.extensions_mut().remove::<Decided>() {
         if d.refused {
             return true;
         }
-        if let (true, Some(o)) = (d.as_received, d.original) {
+        if let (true, true, Some(o)) = (restore, d.as_received, d.original) {
             *req.uri_mut() = o;
         }
     }
@@ -175,7 +184,7 @@ where
     }
 
     fn call(&mut self, mut req: Request<RouteBody<B>>) -> EndpointFuture {
-        if refused(&mut req) {
+        if refused(&mut req, true) {
             return EndpointFuture::ready(bad_request());
         }
         if self.slash && req.uri().path().len() == self.strip {
@@ -290,17 +299,25 @@ impl Future for EndpointFuture {
 #[derive(Clone)]
 pub(crate) struct Guard<S> {
     inner: S,
+    as_received: bool,
 }
 
 /// The layer of [`Guard`].
-#[derive(Clone, Copy, Default)]
-pub(crate) struct GuardLayer;
+#[derive(Clone, Copy)]
+pub(crate) struct GuardLayer {
+    /// A proxy that gets the target as received gets it back here; not under a rewrite,
+    /// which rewrites the normalised target (and that is forwarded).
+    pub(crate) as_received: bool,
+}
 
 impl<S> tower_layer::Layer<S> for GuardLayer {
     type Service = Guard<S>;
 
     fn layer(&self, inner: S) -> Guard<S> {
-        Guard { inner }
+        Guard {
+            inner,
+            as_received: self.as_received,
+        }
     }
 }
 
@@ -317,7 +334,7 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        if refused(&mut req) {
+        if refused(&mut req, self.as_received) {
             return GuardFuture::Refused {
                 res: Some(bad_request()),
             };
@@ -353,27 +370,40 @@ where
     }
 }
 
-/// The stack of a route with IP rules, a rate limit or auth, each `Either` a layer the
-/// route may not use.
-pub(crate) type Authed = Either<RequireAuth<Endpoint>, Endpoint>;
-pub(crate) type Guarded = Guard<Authed>;
+/// The stack of a route with IP rules, a rate limit, auth, header rules, redirects,
+/// rewrites or request IDs, each `Either` a layer the route may not use.
+pub(crate) type ToUpstream = Either<Headers<Endpoint>, Endpoint>;
+pub(crate) type Authed = Either<RequireAuth<ToUpstream>, ToUpstream>;
+pub(crate) type Rewritten = Either<Rewrite<Authed>, Authed>;
+pub(crate) type Redirected = Either<Redirect<Rewritten>, Rewritten>;
+pub(crate) type Guarded = Guard<Redirected>;
 pub(crate) type Limited = Either<RateLimit<Guarded>, Guarded>;
-pub(crate) type Checked = Either<IpFilter<Limited>, Limited>;
+pub(crate) type Filtered = Either<IpFilter<Limited>, Limited>;
+pub(crate) type Headed = Either<Headers<Filtered>, Filtered>;
+pub(crate) type Checked = Either<RequestIdService<Headed>, Headed>;
 /// A route's whole stack. A route with none of the checks goes straight to its Endpoint:
 /// each level of the stack moves the Service's future into its own, and with the six
 /// levels a static hit took 2% more instructions than with two (callgrind).
 pub(crate) type Stack = Observe<Either<Checked, Endpoint>>;
 
+type ToUpstreamFuture =
+    EitherResponseFuture<headers::ResponseFuture<EndpointFuture>, EndpointFuture>;
 type AuthedFuture = EitherResponseFuture<
-    gatehouse_layers::auth::ResponseFuture<EndpointFuture, GateBody, Infallible>,
-    EndpointFuture,
+    gatehouse_layers::auth::ResponseFuture<ToUpstreamFuture, GateBody, Infallible>,
+    ToUpstreamFuture,
 >;
+type RewrittenFuture =
+    EitherResponseFuture<rewrite::ResponseFuture<AuthedFuture, GateBody>, AuthedFuture>;
+type RedirectedFuture =
+    EitherResponseFuture<redirect::ResponseFuture<RewrittenFuture, GateBody>, RewrittenFuture>;
 type LimitedFuture = EitherResponseFuture<
-    rate_limit::ResponseFuture<GuardFuture<AuthedFuture>, GateBody>,
-    GuardFuture<AuthedFuture>,
+    rate_limit::ResponseFuture<GuardFuture<RedirectedFuture>, GateBody>,
+    GuardFuture<RedirectedFuture>,
 >;
-type CheckedFuture =
+type FilteredFuture =
     EitherResponseFuture<ip_filter::ResponseFuture<LimitedFuture, GateBody>, LimitedFuture>;
+type HeadedFuture = EitherResponseFuture<headers::ResponseFuture<FilteredFuture>, FilteredFuture>;
+type CheckedFuture = EitherResponseFuture<request_id::ResponseFuture<HeadedFuture>, HeadedFuture>;
 /// The response future of a route's stack below [`Observe`].
 pub(crate) type InnerFuture = EitherResponseFuture<CheckedFuture, EndpointFuture>;
 

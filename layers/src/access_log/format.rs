@@ -27,6 +27,9 @@ pub struct Record {
     /// it allocated a new 8 KiB buffer for every request.
     text: Box<[u8]>,
     spans: [Option<(u32, u32)>; 5],
+    /// The ID a [`request_id`](crate::request_id) layer gave the request: it outranks the
+    /// client's `X-Request-Id`.
+    id: Option<std::sync::Arc<str>>,
 }
 
 const TARGET: usize = 0;
@@ -35,13 +38,7 @@ const REFERER: usize = 2;
 const USER_AGENT: usize = 3;
 const REQUEST_ID: usize = 4;
 
-/// Which upstream answered a proxied request and how long it took to answer (from the
-/// request sent to the response head), put in the response's extensions by a proxy.
-#[derive(Clone, Debug)]
-pub struct UpstreamInfo {
-    pub addr: http::uri::Authority,
-    pub time: Duration,
-}
+pub use crate::upstream::UpstreamInfo;
 
 // A constant: a name given as a string is parsed on every lookup.
 static X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
@@ -104,6 +101,7 @@ impl Record {
             aborted: false,
             text: text.into_boxed_slice(),
             spans,
+            id: None,
         }
     }
 
@@ -131,15 +129,22 @@ impl Record {
     }
 
     pub fn request_id(&self) -> Option<&[u8]> {
-        self.part(REQUEST_ID)
+        match &self.id {
+            Some(id) => Some(id.as_bytes()),
+            None => self.part(REQUEST_ID),
+        }
     }
 }
 
 impl Record {
-    /// Takes the response's status, and the upstream a proxy put in its extensions.
+    /// Takes the response's status, and what the layers below put in its extensions: the
+    /// upstream a proxy chose, the ID a request-ID layer gave.
     pub fn respond(&mut self, status: http::StatusCode, extensions: &http::Extensions) {
         self.status = status.as_u16();
         self.upstream = extensions.get::<UpstreamInfo>().cloned();
+        self.id = extensions
+            .get::<crate::template::RequestIdText>()
+            .map(|t| t.0.clone());
     }
 }
 

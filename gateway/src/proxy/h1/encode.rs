@@ -39,7 +39,7 @@ impl Outgoing {
         host_line(&mut buf, host);
         let host = start..buf.len();
         for (name, value) in headers {
-            if name == HOST || (fwd.is_some() && Forwarding::replaces(name)) {
+            if name == HOST || fwd.is_some_and(|f| f.replaces(name)) {
                 continue;
             }
             buf.extend_from_slice(name.as_str().as_bytes());

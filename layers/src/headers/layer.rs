@@ -1,0 +1,42 @@
+use super::{HeaderRules, Headers};
+use std::sync::Arc;
+use tower_layer::Layer;
+
+/// Applies header rules to requests and responses. See the [module docs](super).
+#[derive(Clone, Debug, Default)]
+pub struct HeadersLayer {
+    request: Vec<HeaderRules>,
+    response: Vec<HeaderRules>,
+}
+
+impl HeadersLayer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rules applied to each request before the Service sees it.
+    pub fn request(mut self, rules: HeaderRules) -> Self {
+        self.request.push(rules);
+        self
+    }
+
+    /// Rules applied to each response, in the order given.
+    pub fn response(mut self, rules: HeaderRules) -> Self {
+        self.response.push(rules);
+        self
+    }
+}
+
+impl<S> Layer<S> for HeadersLayer {
+    type Service = Headers<S>;
+
+    fn layer(&self, inner: S) -> Headers<S> {
+        let capture = self.response.iter().any(HeaderRules::uses_vars);
+        Headers {
+            inner,
+            request: Arc::from(self.request.as_slice()),
+            response: Arc::from(self.response.as_slice()),
+            capture,
+        }
+    }
+}

@@ -1,0 +1,32 @@
+use super::{Redirect, RedirectRule};
+use std::sync::Arc;
+use tower_layer::Layer;
+
+/// Answers the requests its rules match with a redirect. See the [module docs](super).
+#[derive(Clone, Debug, Default)]
+pub struct RedirectLayer {
+    rules: Vec<RedirectRule>,
+}
+
+impl RedirectLayer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a rule, tried after those before it.
+    pub fn rule(mut self, rule: RedirectRule) -> Self {
+        self.rules.push(rule);
+        self
+    }
+}
+
+impl<S> Layer<S> for RedirectLayer {
+    type Service = Redirect<S>;
+
+    fn layer(&self, inner: S) -> Redirect<S> {
+        Redirect {
+            inner,
+            rules: Arc::from(self.rules.as_slice()),
+        }
+    }
+}

@@ -1,0 +1,35 @@
+use crate::template::RequestIdText;
+use http::{HeaderName, HeaderValue, Response};
+use pin_project_lite::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+pin_project! {
+    /// The response future of [`RequestIdService`](super::RequestIdService).
+    pub struct ResponseFuture<F> {
+        #[pin]
+        pub(super) inner: F,
+        pub(super) id: Option<(HeaderName, HeaderValue, Arc<str>)>,
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut res = std::task::ready!(this.inner.poll(cx))?;
+        if let Some((name, id, text)) = this.id.take() {
+            // The client is told the ID its request was logged and forwarded with, not
+            // whatever the upstream echoed.
+            res.headers_mut().insert(name, id);
+            res.extensions_mut().insert(RequestIdText(text));
+        }
+        Poll::Ready(Ok(res))
+    }
+}

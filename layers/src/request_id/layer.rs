@@ -1,0 +1,52 @@
+use super::RequestIdService;
+use crate::cidr::CidrSet;
+use http::HeaderName;
+use std::sync::Arc;
+use tower_layer::Layer;
+
+/// Gives each request an ID. See the [module docs](super).
+#[derive(Clone, Debug)]
+pub struct RequestIdLayer {
+    header: HeaderName,
+    trusted: CidrSet,
+}
+
+impl Default for RequestIdLayer {
+    fn default() -> Self {
+        RequestIdLayer {
+            header: HeaderName::from_static("x-request-id"),
+            trusted: CidrSet::default(),
+        }
+    }
+}
+
+impl RequestIdLayer {
+    /// IDs in `X-Request-Id`, and no client's kept.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The header the ID goes in (and is read from, from a trusted peer).
+    pub fn header(mut self, name: HeaderName) -> Self {
+        self.header = name;
+        self
+    }
+
+    /// Keeps the ID of requests from peers in `set`.
+    pub fn trust(mut self, set: CidrSet) -> Self {
+        self.trusted = set;
+        self
+    }
+}
+
+impl<S> Layer<S> for RequestIdLayer {
+    type Service = RequestIdService<S>;
+
+    fn layer(&self, inner: S) -> RequestIdService<S> {
+        RequestIdService {
+            inner,
+            header: self.header.clone(),
+            trusted: Arc::new(self.trusted.clone()),
+        }
+    }
+}

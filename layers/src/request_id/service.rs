@@ -1,0 +1,47 @@
+use super::{acceptable, generate, ResponseFuture};
+use crate::cidr::CidrSet;
+use crate::template::RequestIdText;
+use http::{HeaderName, Request, Response};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// The Service of [`RequestIdLayer`](super::RequestIdLayer).
+#[derive(Clone, Debug)]
+pub struct RequestIdService<S> {
+    pub(super) inner: S,
+    pub(super) header: HeaderName,
+    pub(super) trusted: Arc<CidrSet>,
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for RequestIdService<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        let trusted = !self.trusted.is_empty()
+            && crate::client::client_addr(&req).is_some_and(|p| self.trusted.contains(p.ip()));
+        let id = match req.headers().get(&self.header) {
+            Some(v) if trusted && acceptable(v) => v.clone(),
+            _ => generate(),
+        };
+        // Any other field of the name goes: the Service sees the one ID.
+        req.headers_mut().insert(self.header.clone(), id.clone());
+        let text: Arc<str> = Arc::from(id.to_str().unwrap_or(""));
+        let ext = req.extensions_mut();
+        ext.insert(tower_http::request_id::RequestId::new(id.clone()));
+        ext.insert(RequestIdText(text.clone()));
+        ResponseFuture {
+            inner: self.inner.call(req),
+            id: Some((self.header.clone(), id, text)),
+        }
+    }
+}

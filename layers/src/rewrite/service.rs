@@ -1,0 +1,127 @@
+use super::{ResponseFuture, RewriteRule};
+use crate::template::Vars;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, Uri};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// The Service of [`RewriteLayer`](super::RewriteLayer).
+#[derive(Clone, Debug)]
+pub struct Rewrite<S> {
+    pub(super) inner: S,
+    pub(super) rules: Arc<[RewriteRule]>,
+    pub(super) within: Option<Arc<str>>,
+}
+
+/// The rewritten target of `req`: `None` if no rule matches it, `Some(Err)` if the rule
+/// that does makes a target that can't be normalised or leaves `within`.
+pub(crate) fn rewritten<B>(
+    rules: &[RewriteRule],
+    within: Option<&str>,
+    req: &Request<B>,
+) -> Option<Result<Uri, ()>> {
+    let path = req.uri().path();
+    let (rule, caps) = rules
+        .iter()
+        .find_map(|r| r.matches.captures(path).map(|c| (r, c)))?;
+    let mut target = rule.to.render(&Vars::of(req), Some(&caps));
+    if !target.contains('?') {
+        if let Some(q) = req.uri().query() {
+            target.push('?');
+            target.push_str(q);
+        }
+    }
+    let uri = Uri::try_from(target).ok().filter(|u| u.scheme().is_none());
+    let Some(uri) = uri.and_then(|u| crate::path::normalized_uri(&u)) else {
+        return Some(Err(()));
+    };
+    if let Some(p) = within {
+        let rest = uri.path().strip_prefix(p);
+        if !rest.is_some_and(|r| r.is_empty() || r.starts_with('/')) {
+            return Some(Err(()));
+        }
+    }
+    Some(Ok(uri))
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for Rewrite<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: From<Bytes>,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, ResB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        match rewritten(&self.rules, self.within.as_deref(), &req) {
+            None => {}
+            Some(Ok(uri)) => {
+                // An absolute-form request keeps its scheme and authority.
+                let mut parts = uri.into_parts();
+                parts.scheme = req.uri().scheme().cloned();
+                parts.authority = req.uri().authority().cloned();
+                if let Ok(u) = Uri::from_parts(parts) {
+                    *req.uri_mut() = u;
+                }
+            }
+            Some(Err(())) => {
+                let res = crate::text_response(StatusCode::BAD_REQUEST, "bad request\n");
+                return ResponseFuture::answer(res.map(ResB::from));
+            }
+        }
+        ResponseFuture::inner(self.inner.call(req))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path_match::PathMatch;
+
+    fn rw(rule: (&str, &str), within: Option<&str>, target: &str) -> Option<Result<String, ()>> {
+        let rules = [RewriteRule::new(PathMatch::regex(rule.0).unwrap(), rule.1).unwrap()];
+        let req = Request::get(target).body(()).unwrap();
+        rewritten(&rules, within, &req).map(|r| r.map(|u| u.to_string()))
+    }
+
+    #[test]
+    fn rewrites_keep_or_replace_the_query_and_stay_inside() {
+        assert_eq!(
+            rw(("^/a/(.*)$", "/b/$1"), None, "/a/x?q=1"),
+            Some(Ok("/b/x?q=1".into()))
+        );
+        assert_eq!(
+            rw(("^/a/(.*)$", "/b?n=$1"), None, "/a/x?q=1"),
+            Some(Ok("/b?n=x".into()))
+        );
+        assert_eq!(rw(("^/a/(.*)$", "/b/$1"), None, "/c"), None);
+        // A capture can't climb out: `..` is resolved, and the prefix checked.
+        assert_eq!(
+            rw(
+                ("^/app/x(.*)$", "/app/$1/../../etc"),
+                Some("/app"),
+                "/app/x.."
+            ),
+            Some(Err(()))
+        );
+        assert_eq!(
+            rw(("^/(.*)$", "/app/$1"), Some("/app"), "/y"),
+            Some(Ok("/app/y".into()))
+        );
+        assert_eq!(
+            rw(("^/(.*)$", "/other/$1"), Some("/app"), "/y"),
+            Some(Err(()))
+        );
+        assert_eq!(
+            rw(("^/(.*)$", "http://evil.test/$1"), None, "/y"),
+            Some(Err(()))
+        );
+        assert_eq!(rw(("^/(.*)$", "/a b"), None, "/y"), Some(Err(())));
+    }
+}
