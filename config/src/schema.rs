@@ -386,6 +386,40 @@ pub struct Route {
     /// An ID for each request: to the upstream, the client and the access log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<RequestIdConfig>,
+    /// Cross-origin requests from browsers, with preflights answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<CorsConfig>,
+}
+
+/// `[routes.cors]`: which origins may read the route's responses from a browser, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorsConfig {
+    /// Origins (`https://app.example.com`), or `["*"]` for any (not with credentials).
+    pub allow_origins: Vec<String>,
+    pub allow_methods: Vec<String>,
+    /// Request headers a preflight may ask for; `["*"]` for any (not with credentials).
+    pub allow_headers: Vec<String>,
+    /// Response headers a script may read beyond the safelisted ones.
+    pub expose_headers: Vec<String>,
+    /// Cookies and `Authorization` may be sent, and the response read.
+    pub allow_credentials: bool,
+    /// How long a browser may keep a preflight's answer.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<Duration>,
+}
+
+impl Default for CorsConfig {
+    fn default() -> Self {
+        CorsConfig {
+            allow_origins: Vec::new(),
+            allow_methods: vec!["GET".into(), "HEAD".into(), "POST".into()],
+            allow_headers: Vec::new(),
+            expose_headers: Vec::new(),
+            allow_credentials: false,
+            max_age: None,
+        }
+    }
 }
 
 /// `[routes.headers]`: rule sets for responses and requests. Each is one table or a list
@@ -965,6 +999,7 @@ impl Route {
             redirects: Vec::new(),
             rewrites: Vec::new(),
             request_id: None,
+            cors: None,
         }
     }
 

@@ -781,6 +781,9 @@ fn check_rules(c: &mut Collector, k: &str, route: &Route) {
             c.err(format!("{k}.rewrites.{j}.{}", e.key), e.reason);
         }
     }
+    if let Some(cors) = &route.cors {
+        check_cors(c, &format!("{k}.cors"), cors);
+    }
     if let Some(id) = &route.request_id {
         if http::HeaderName::from_bytes(id.header.as_bytes()).is_err() {
             c.err(
@@ -793,5 +796,73 @@ fn check_rules(c: &mut Collector, k: &str, route: &Route) {
             &format!("{k}.request_id.trusted_proxies"),
             &id.trusted_proxies,
         );
+    }
+}
+
+fn check_cors(c: &mut Collector, k: &str, cors: &crate::CorsConfig) {
+    let any = |list: &[String]| list.iter().any(|v| v == "*");
+    if cors.allow_origins.is_empty() {
+        c.err(
+            format!("{k}.allow_origins"),
+            "name the origins allowed (`https://app.example.com`), or `*` for any",
+        );
+    }
+    for (key, list) in [
+        ("allow_origins", &cors.allow_origins),
+        ("allow_headers", &cors.allow_headers),
+        ("expose_headers", &cors.expose_headers),
+    ] {
+        if any(list) && list.len() > 1 {
+            c.err(format!("{k}.{key}"), "`*` stands alone");
+        }
+        if any(list) && cors.allow_credentials {
+            c.err(
+                format!("{k}.{key}"),
+                "`*` can't be used with allow_credentials = true (the Fetch standard: a \
+                 browser refuses it); list the values",
+            );
+        }
+    }
+    for (j, o) in cors.allow_origins.iter().enumerate() {
+        let ok = o == "*"
+            || ((o.starts_with("https://") || o.starts_with("http://"))
+                && !o.ends_with('/')
+                && o.parse::<http::Uri>().is_ok_and(|u| {
+                    u.host().is_some() && u.path_and_query().is_none_or(|p| p.as_str() == "/")
+                }));
+        if !ok {
+            c.err(
+                format!("{k}.allow_origins.{j}"),
+                format!("{o:?} is not an origin: a scheme and host (and port), no path, as `https://app.example.com`"),
+            );
+        }
+    }
+    for (j, m) in cors.allow_methods.iter().enumerate() {
+        if m == "*" {
+            if cors.allow_credentials {
+                c.err(
+                    format!("{k}.allow_methods"),
+                    "`*` can't be used with allow_credentials = true; list the methods",
+                );
+            }
+        } else if http::Method::from_bytes(m.as_bytes()).is_err() {
+            c.err(
+                format!("{k}.allow_methods.{j}"),
+                format!("{m:?} is not a method"),
+            );
+        }
+    }
+    for (key, list) in [
+        ("allow_headers", &cors.allow_headers),
+        ("expose_headers", &cors.expose_headers),
+    ] {
+        for (j, h) in list.iter().enumerate() {
+            if h != "*" && http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                c.err(
+                    format!("{k}.{key}.{j}"),
+                    format!("{h:?} is not a header field name"),
+                );
+            }
+        }
     }
 }

@@ -38,6 +38,13 @@ impl GateBody {
     }
 }
 
+/// The body of an answer with none (a CORS preflight's).
+impl Default for GateBody {
+    fn default() -> Self {
+        GateBody::Empty
+    }
+}
+
 impl From<Bytes> for GateBody {
     fn from(b: Bytes) -> Self {
         GateBody::Full(Some(b))

@@ -22,6 +22,7 @@
 //! - [`redirect`]: redirects by exact path, prefix or regex with captures.
 //! - [`rewrite`]: internal rewrites of the target before the Service.
 //! - [`request_id`]: an ID per request, to the Service, the client and the access log.
+//! - [`cors`]: CORS with preflights, tower-http's layer.
 //! - [`template`]: the `$variables` of header values and targets.
 //! - [`client`]: the client address the layers read, and how a server passes it.
 //! - [`cidr`]: IP network sets and the client address behind trusted proxies.
@@ -47,6 +48,8 @@ pub mod auth;
 pub mod cidr;
 pub mod client;
 pub mod clock;
+#[cfg(feature = "cors")]
+pub mod cors;
 #[cfg(feature = "headers")]
 pub mod headers;
 #[cfg(feature = "ip-filter")]

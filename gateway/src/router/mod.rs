@@ -33,6 +33,7 @@ use gatehouse_layers::auth::{
     Auth, AuthLayer, BasicAuth, ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions,
 };
 use gatehouse_layers::cidr::{client_ip, CidrSet};
+use gatehouse_layers::cors::CorsLayer;
 use gatehouse_layers::headers::HeadersLayer;
 use gatehouse_layers::ip_filter::{IpFilterLayer, IpRules};
 use gatehouse_layers::metrics::RouteMetrics;
@@ -463,6 +464,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
                 tower::ServiceBuilder::new()
                     .option_layer(rules.request_id)
                     .option_layer(rules.response)
+                    .option_layer(rules.cors)
                     .option_layer(ip)
                     .option_layer(rate)
                     .layer(GuardLayer {
@@ -588,6 +590,54 @@ fn route_service(
     }
 }
 
+/// tower-http's CORS layer for a configuration the check let through: no `*` with
+/// credentials (where tower-http would panic), every value valid.
+fn cors_layer(c: &gatehouse_config::CorsConfig) -> CorsLayer {
+    use gatehouse_layers::cors::{AllowHeaders, AllowOrigin, Any, ExposeHeaders};
+    let star = |list: &[String]| list.len() == 1 && list[0] == "*";
+    let names = |list: &[String]| -> Vec<http::HeaderName> {
+        list.iter()
+            .filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
+            .collect()
+    };
+    let origin = if star(&c.allow_origins) {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            c.allow_origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok()),
+        )
+    };
+    let mut layer = CorsLayer::new()
+        .allow_origin(origin)
+        .allow_credentials(c.allow_credentials);
+    layer = if star(&c.allow_methods) {
+        layer.allow_methods(Any)
+    } else {
+        layer.allow_methods(
+            c.allow_methods
+                .iter()
+                .filter_map(|m| http::Method::from_bytes(m.as_bytes()).ok())
+                .collect::<Vec<_>>(),
+        )
+    };
+    layer = if star(&c.allow_headers) {
+        layer.allow_headers(AllowHeaders::any())
+    } else {
+        layer.allow_headers(names(&c.allow_headers))
+    };
+    layer = if star(&c.expose_headers) {
+        layer.expose_headers(ExposeHeaders::any())
+    } else {
+        layer.expose_headers(names(&c.expose_headers))
+    };
+    match c.max_age {
+        Some(age) => layer.max_age(age),
+        None => layer,
+    }
+}
+
 /// A rule the configuration check let through but the build refused: named as `check`
 /// names it.
 fn rule_error(i: usize, what: &str, e: gatehouse_config::RuleError) -> io::Error {
@@ -599,6 +649,7 @@ fn rule_error(i: usize, what: &str, e: gatehouse_config::RuleError) -> io::Error
 struct RuleLayers {
     request_id: Option<RequestIdLayer>,
     response: Option<HeadersLayer>,
+    cors: Option<CorsLayer>,
     redirect: Option<RedirectLayer>,
     rewrite: Option<RewriteLayer>,
     request: Option<HeadersLayer>,
@@ -663,6 +714,7 @@ impl RuleLayers {
         Ok(RuleLayers {
             request_id,
             response,
+            cors: route.cors.as_ref().map(cors_layer),
             redirect,
             rewrite,
             request,
@@ -672,6 +724,7 @@ impl RuleLayers {
     fn any(&self) -> bool {
         self.request_id.is_some()
             || self.response.is_some()
+            || self.cors.is_some()
             || self.redirect.is_some()
             || self.rewrite.is_some()
             || self.request.is_some()

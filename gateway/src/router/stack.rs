@@ -4,14 +4,15 @@
 //! Observe                          access log line and metrics, as the body ends
 //!  └ RequestId?                    an ID to the request and response (request_id)
 //!   └ Headers? (response rules)    on every response below, 403 and 429 included
-//!    └ IpFilter?                   403 (gatehouse_layers::ip_filter)
-//!     └ RateLimit?                 429 (gatehouse_layers::rate_limit)
-//!      └ Guard                     400 for a target routing refused
-//!       └ Redirect?                301/302/303/307/308 (gatehouse_layers::redirect)
-//!        └ Rewrite?                the normalised target rewritten (rewrite)
-//!         └ RequireAuth?           401/403 (gatehouse_layers::auth)
-//!          └ Headers? (request)    what the upstream gets (headers)
-//!           └ Endpoint             the prefix taken off, then StaticFiles, Proxy (each
+//!    └ Cors?                       preflights answered, CORS fields (tower-http's)
+//!     └ IpFilter?                  403 (gatehouse_layers::ip_filter)
+//!      └ RateLimit?                429 (gatehouse_layers::rate_limit)
+//!       └ Guard                    400 for a target routing refused
+//!        └ Redirect?               301/302/303/307/308 (gatehouse_layers::redirect)
+//!         └ Rewrite?               the normalised target rewritten (rewrite)
+//!          └ RequireAuth?          401/403 (gatehouse_layers::auth)
+//!           └ Headers? (request)   what the upstream gets (headers)
+//!            └ Endpoint            the prefix taken off, then StaticFiles, Proxy (each
 //!                                  maybe under Precompress) or a mounted app
 //! ```
 //!
@@ -26,6 +27,7 @@ use crate::proxy::{ConnInfo, Proxy, ProxyBody, ProxyFuture};
 use crate::static_files::{ResponseFuture as StaticFuture, StaticBody, StaticFiles};
 use gatehouse_layers::access_log::{AccessLog, LogEnd, Record};
 use gatehouse_layers::auth::RequireAuth;
+use gatehouse_layers::cors::{self, Cors};
 use gatehouse_layers::headers::{self, Headers};
 use gatehouse_layers::ip_filter::{self, IpFilter};
 use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics, Started};
@@ -379,7 +381,8 @@ pub(crate) type Redirected = Either<Redirect<Rewritten>, Rewritten>;
 pub(crate) type Guarded = Guard<Redirected>;
 pub(crate) type Limited = Either<RateLimit<Guarded>, Guarded>;
 pub(crate) type Filtered = Either<IpFilter<Limited>, Limited>;
-pub(crate) type Headed = Either<Headers<Filtered>, Filtered>;
+pub(crate) type Shared = Either<Cors<Filtered>, Filtered>;
+pub(crate) type Headed = Either<Headers<Shared>, Shared>;
 pub(crate) type Checked = Either<RequestIdService<Headed>, Headed>;
 /// A route's whole stack. A route with none of the checks goes straight to its Endpoint:
 /// each level of the stack moves the Service's future into its own, and with the six
@@ -402,7 +405,8 @@ type LimitedFuture = EitherResponseFuture<
 >;
 type FilteredFuture =
     EitherResponseFuture<ip_filter::ResponseFuture<LimitedFuture, GateBody>, LimitedFuture>;
-type HeadedFuture = EitherResponseFuture<headers::ResponseFuture<FilteredFuture>, FilteredFuture>;
+type SharedFuture = EitherResponseFuture<cors::ResponseFuture<FilteredFuture>, FilteredFuture>;
+type HeadedFuture = EitherResponseFuture<headers::ResponseFuture<SharedFuture>, SharedFuture>;
 type CheckedFuture = EitherResponseFuture<request_id::ResponseFuture<HeadedFuture>, HeadedFuture>;
 /// The response future of a route's stack below [`Observe`].
 pub(crate) type InnerFuture = EitherResponseFuture<CheckedFuture, EndpointFuture>;
