@@ -1033,6 +1033,10 @@ pub struct StaticConfig {
     /// A file, relative to the root, served with status 404 when nothing matches.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_found_page: Option<String>,
+    /// When the path names no file: these paths (`$path` is the request's) are tried in
+    /// order, and the first that is a file is served with 200.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub try_files: Vec<String>,
     /// Answer 404 for any path with a segment starting with `.`.
     pub hide_dotfiles: bool,
     /// Follow symlinks whose target lies outside the root.
@@ -1048,6 +1052,7 @@ impl Default for StaticConfig {
             listing: false,
             cache_control: None,
             not_found_page: None,
+            try_files: Vec::new(),
             hide_dotfiles: true,
             follow_symlinks_outside_root: false,
             open_file_cache: OpenFileCacheConfig::default(),

@@ -286,6 +286,11 @@ pub(crate) fn normalise_and_validate(
                 );
             }
         }
+        for (j, t) in st.try_files.iter().enumerate() {
+            if let Err(e) = gatehouse_layers::template::Template::parse_path(t) {
+                c.err(format!("{k}.static.try_files.{j}"), e.to_string());
+            }
+        }
         if let Some(cc) = &st.cache_control {
             if cc.bytes().any(|b| b < 0x20 || b == 0x7f) {
                 c.err(

@@ -200,6 +200,27 @@ impl Template {
         Ok(Template { pieces })
     }
 
+    /// A path under a root that may read the request's path only (`$path`, `$uri`): a
+    /// `try_files` entry.
+    pub fn parse_path(text: &str) -> Result<Template, TemplateError> {
+        let t = Template::parse(text, false)?;
+        if !(text.starts_with('/') || text.starts_with("$path") || text.starts_with("$uri")) {
+            return Err(TemplateError(format!(
+                "{text:?} is not a path: it starts with '/' or $path"
+            )));
+        }
+        let other = t
+            .pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Var(v) if *v != Var::Path));
+        if other {
+            return Err(TemplateError(format!(
+                "{text:?}: a try_files entry may use $path (or $uri) only"
+            )));
+        }
+        Ok(t)
+    }
+
     /// The text, if the template names no variable.
     pub fn as_literal(&self) -> Option<&str> {
         match self.pieces.as_slice() {

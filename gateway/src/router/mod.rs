@@ -784,6 +784,11 @@ fn static_service(
     if let Some(page) = &st.not_found_page {
         files = files.not_found_page(page.clone());
     }
+    if !st.try_files.is_empty() {
+        files = files
+            .try_files(&st.try_files)
+            .map_err(|e| io::Error::other(format!("static.try_files: {e}")))?;
+    }
     let ofc = &st.open_file_cache;
     if !ofc.enabled {
         return Ok(files);

@@ -42,6 +42,7 @@ pub mod range;
 
 use crate::open_file_cache::{FileCache, FileEntry, Resolved, Resolver};
 use crate::respond::{add_slash, plain};
+use crate::template::{Template, TemplateError, Vars};
 use body::Segment;
 use body::StaticBody as Body;
 use bytes::Bytes;
@@ -73,6 +74,7 @@ struct Inner {
     cache: Option<FileCache>,
     cache_control: Option<HeaderValue>,
     not_found_page: Option<String>,
+    try_files: Arc<[Template]>,
 }
 
 impl StaticFiles {
@@ -83,6 +85,7 @@ impl StaticFiles {
                 cache: None,
                 cache_control: None,
                 not_found_page: None,
+                try_files: Arc::new([]),
             }),
         }
     }
@@ -97,6 +100,7 @@ impl StaticFiles {
                 cache: i.cache.clone(),
                 cache_control: i.cache_control.clone(),
                 not_found_page: i.not_found_page.clone(),
+                try_files: i.try_files.clone(),
             };
             f(&mut copy);
             self.inner = Arc::new(copy);
@@ -117,6 +121,24 @@ impl StaticFiles {
 
     pub fn cache_control(self, value: HeaderValue) -> Self {
         self.edit(|i| i.cache_control = Some(value))
+    }
+
+    /// nginx's `try_files`: when the path names no file, these are tried in order and the
+    /// first that is a file is served, with 200. Each is a path under the root in which
+    /// `$path` (or `$uri`) is the request's path: `["$path.html", "$path/",
+    /// "/index.html"]` serves a single-page app's index for any path that isn't a file.
+    /// Each is resolved as a request's path is, under the same root and rules. The request
+    /// path itself is tried first, always.
+    pub fn try_files<I, S>(self, list: I) -> Result<Self, TemplateError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let list = list
+            .into_iter()
+            .map(|t| Template::parse_path(t.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(self.edit(|i| i.try_files = list.into()))
     }
 
     /// A file relative to the root, sent with 404 when nothing matches.
@@ -275,6 +297,11 @@ impl StaticFiles {
     }
 
     async fn answer(&self, parts: &http::request::Parts, resolved: Resolved) -> Response<Body> {
+        if matches!(resolved, Resolved::NotFound | Resolved::AddSlash) {
+            if let Some(entry) = self.first_of_try_files(&parts.uri).await {
+                return self.respond(parts, &entry);
+            }
+        }
         match resolved {
             Resolved::File(entry) => self.respond(parts, &entry),
             Resolved::AddSlash => add_slash(&parts.uri),
@@ -282,6 +309,25 @@ impl StaticFiles {
             Resolved::Forbidden => plain(StatusCode::FORBIDDEN, "forbidden\n"),
             Resolved::NotFound => self.not_found(parts).await,
         }
+    }
+
+    /// The first of the `try_files` that is a file, if any.
+    async fn first_of_try_files(&self, uri: &http::Uri) -> Option<Arc<FileEntry>> {
+        let vars = Vars::new(uri);
+        for t in self.inner.try_files.iter() {
+            let candidate = t.render(&vars, None);
+            if candidate == uri.path() {
+                continue;
+            }
+            let found = match self.inner.cache.as_ref().and_then(|c| c.lookup(&candidate)) {
+                Some(r) => r,
+                None => self.resolve_miss(&candidate).await,
+            };
+            if let Resolved::File(entry) = found {
+                return Some(entry);
+            }
+        }
+        None
     }
 
     async fn not_found(&self, parts: &http::request::Parts) -> Response<Body> {
