@@ -389,6 +389,10 @@ pub struct Route {
     /// Cross-origin requests from browsers, with preflights answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<CorsConfig>,
+    /// Pages for error statuses (`"404" = "/404.html"`), files under the route's static
+    /// root (a proxy route: the top-level `root`), sent with the original status.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub error_pages: std::collections::BTreeMap<String, String>,
 }
 
 /// `[routes.cors]`: which origins may read the route's responses from a browser, and how.
@@ -770,6 +774,9 @@ pub struct ProxyConfig {
     /// §7.8), compared without case. Any other `Upgrade` is dropped and the request goes
     /// as a plain one. `h2c` is never relayed: its bytes would skip the route's checks.
     pub upgrades: Vec<String>,
+    /// The route's `error_pages` replace the upstream's own error responses too (nginx's
+    /// `proxy_intercept_errors`); by default only gatehouse's own (502, 504…) get them.
+    pub intercept_errors: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -808,6 +815,7 @@ impl Default for ProxyConfig {
             http2: false,
             strict_paths: true,
             upgrades: vec!["websocket".into()],
+            intercept_errors: false,
         }
     }
 }
@@ -1000,6 +1008,7 @@ impl Route {
             rewrites: Vec::new(),
             request_id: None,
             cors: None,
+            error_pages: std::collections::BTreeMap::new(),
         }
     }
 

@@ -786,6 +786,24 @@ fn check_rules(c: &mut Collector, k: &str, route: &Route) {
             c.err(format!("{k}.rewrites.{j}.{}", e.key), e.reason);
         }
     }
+    for (status, page) in &route.error_pages {
+        let key = format!("{k}.error_pages.{status}");
+        if !status
+            .parse::<u16>()
+            .is_ok_and(|s| (400..=599).contains(&s))
+        {
+            c.err(
+                &key,
+                format!("{status:?} is not an error status (400 to 599)"),
+            );
+        }
+        if !page.starts_with('/') || page.split('/').any(|s| s == ".." || s == ".") {
+            c.err(
+                &key,
+                format!("{page:?} must be a path under the root: starting with '/', no '..'"),
+            );
+        }
+    }
     if let Some(cors) = &route.cors {
         check_cors(c, &format!("{k}.cors"), cors);
     }

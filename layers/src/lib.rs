@@ -23,6 +23,7 @@
 //! - [`rewrite`]: internal rewrites of the target before the Service.
 //! - [`request_id`]: an ID per request, to the Service, the client and the access log.
 //! - [`cors`]: CORS with preflights, tower-http's layer.
+//! - [`error_pages`]: pages for error statuses, keeping the status.
 //! - [`template`]: the `$variables` of header values and targets.
 //! - [`client`]: the client address the layers read, and how a server passes it.
 //! - [`cidr`]: IP network sets and the client address behind trusted proxies.
@@ -50,6 +51,8 @@ pub mod client;
 pub mod clock;
 #[cfg(feature = "cors")]
 pub mod cors;
+#[cfg(feature = "error-pages")]
+pub mod error_pages;
 #[cfg(feature = "headers")]
 pub mod headers;
 #[cfg(feature = "ip-filter")]

@@ -34,6 +34,7 @@ use gatehouse_layers::auth::{
 };
 use gatehouse_layers::cidr::{client_ip, CidrSet};
 use gatehouse_layers::cors::CorsLayer;
+use gatehouse_layers::error_pages::ErrorPagesLayer;
 use gatehouse_layers::headers::HeadersLayer;
 use gatehouse_layers::ip_filter::{IpFilterLayer, IpRules};
 use gatehouse_layers::metrics::RouteMetrics;
@@ -457,13 +458,14 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
             Some(a) => Some(AuthLayer::new(route_auth(i, a)?)),
             None => None,
         };
-        let rules = RuleLayers::new(i, route)?;
+        let rules = RuleLayers::new(i, route, &config.root)?;
         let client = ip.is_some() || rate.is_some() || auth.is_some() || rules.any();
         let inner = if client {
             tower::util::Either::Left(
                 tower::ServiceBuilder::new()
                     .option_layer(rules.request_id)
                     .option_layer(rules.response)
+                    .option_layer(rules.pages)
                     .option_layer(rules.cors)
                     .option_layer(ip)
                     .option_layer(rate)
@@ -541,7 +543,8 @@ fn route_service(
     if let Some(px) = &route.proxy {
         let mut proxy = Proxy::with_slots(px, slots)?;
         // For the access log, and for `$upstream_addr` in a header rule.
-        if route.access_log.is_some() || route.headers.is_some() {
+        // And for error pages, which pass an upstream's own responses on.
+        if route.access_log.is_some() || route.headers.is_some() || !route.error_pages.is_empty() {
             proxy = proxy.with_upstream_info();
         }
         if let Some(h) = &route.headers {
@@ -588,6 +591,49 @@ fn route_service(
             route.name()
         ))),
     }
+}
+
+/// An error page: its status, bytes and type, read now from `page` under `root`. Like a
+/// request's file it may not leave the root (through `..` or a symlink), and it is held in
+/// memory, so it is bounded.
+fn error_page(
+    root: &std::path::Path,
+    status: &str,
+    page: &str,
+) -> Result<(StatusCode, bytes::Bytes, HeaderValue), String> {
+    const MAX: u64 = 1 << 20;
+    let status = status
+        .parse::<u16>()
+        .ok()
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .ok_or("not a status")?;
+    let rel = gatehouse_layers::path::normalize(page, true)
+        .map_err(|_| format!("{page:?} is not a plain path (no dot files)"))?
+        .to_absolute();
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", root.display()))?;
+    let path = root.join(rel.trim_start_matches('/'));
+    let real = path
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !real.starts_with(&root) {
+        return Err(format!(
+            "{} leads out of {}",
+            path.display(),
+            root.display()
+        ));
+    }
+    let meta = std::fs::metadata(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+    if !meta.is_file() || meta.len() > MAX {
+        return Err(format!(
+            "{} must be a file of at most 1 MiB",
+            real.display()
+        ));
+    }
+    let body = std::fs::read(&real).map_err(|e| format!("{}: {e}", real.display()))?;
+    let ty = gatehouse_layers::open_file_cache::content_type(&real);
+    Ok((status, body.into(), ty))
 }
 
 /// tower-http's CORS layer for a configuration the check let through: no `*` with
@@ -649,6 +695,7 @@ fn rule_error(i: usize, what: &str, e: gatehouse_config::RuleError) -> io::Error
 struct RuleLayers {
     request_id: Option<RequestIdLayer>,
     response: Option<HeadersLayer>,
+    pages: Option<ErrorPagesLayer>,
     cors: Option<CorsLayer>,
     redirect: Option<RedirectLayer>,
     rewrite: Option<RewriteLayer>,
@@ -656,7 +703,7 @@ struct RuleLayers {
 }
 
 impl RuleLayers {
-    fn new(i: usize, route: &Route) -> io::Result<RuleLayers> {
+    fn new(i: usize, route: &Route, root: &std::path::Path) -> io::Result<RuleLayers> {
         let headers = |list: &[gatehouse_config::HeaderRulesConfig], response: bool| {
             let mut layer = HeadersLayer::new();
             for (j, r) in list.iter().enumerate() {
@@ -711,9 +758,28 @@ impl RuleLayers {
             }
             None => None,
         };
+        let pages = if route.error_pages.is_empty() {
+            None
+        } else {
+            let root = route
+                .static_files
+                .as_ref()
+                .and_then(|s| s.root.as_deref())
+                .unwrap_or(root);
+            let mut layer = ErrorPagesLayer::new()
+                .intercept_upstream(route.proxy.as_ref().is_some_and(|p| p.intercept_errors));
+            for (status, page) in &route.error_pages {
+                let (status, body, ty) = error_page(root, status, page).map_err(|e| {
+                    io::Error::other(format!("routes.{i}.error_pages.{status}: {e}"))
+                })?;
+                layer = layer.page(status, body, ty);
+            }
+            Some(layer)
+        };
         Ok(RuleLayers {
             request_id,
             response,
+            pages,
             cors: route.cors.as_ref().map(cors_layer),
             redirect,
             rewrite,
@@ -724,6 +790,7 @@ impl RuleLayers {
     fn any(&self) -> bool {
         self.request_id.is_some()
             || self.response.is_some()
+            || self.pages.is_some()
             || self.cors.is_some()
             || self.redirect.is_some()
             || self.rewrite.is_some()

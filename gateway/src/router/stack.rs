@@ -4,6 +4,7 @@
 //! Observe                          access log line and metrics, as the body ends
 //!  └ RequestId?                    an ID to the request and response (request_id)
 //!   └ Headers? (response rules)    on every response below, 403 and 429 included
+//!    └ ErrorPages?                 a page for an error status, the status kept
 //!    └ Cors?                       preflights answered, CORS fields (tower-http's)
 //!     └ IpFilter?                  403 (gatehouse_layers::ip_filter)
 //!      └ RateLimit?                429 (gatehouse_layers::rate_limit)
@@ -28,6 +29,7 @@ use crate::static_files::{ResponseFuture as StaticFuture, StaticBody, StaticFile
 use gatehouse_layers::access_log::{AccessLog, LogEnd, Record};
 use gatehouse_layers::auth::RequireAuth;
 use gatehouse_layers::cors::{self, Cors};
+use gatehouse_layers::error_pages::{self, ErrorPages};
 use gatehouse_layers::headers::{self, Headers};
 use gatehouse_layers::ip_filter::{self, IpFilter};
 use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics, Started};
@@ -382,7 +384,8 @@ pub(crate) type Guarded = Guard<Redirected>;
 pub(crate) type Limited = Either<RateLimit<Guarded>, Guarded>;
 pub(crate) type Filtered = Either<IpFilter<Limited>, Limited>;
 pub(crate) type Shared = Either<Cors<Filtered>, Filtered>;
-pub(crate) type Headed = Either<Headers<Shared>, Shared>;
+pub(crate) type Paged = Either<ErrorPages<Shared>, Shared>;
+pub(crate) type Headed = Either<Headers<Paged>, Paged>;
 pub(crate) type Checked = Either<RequestIdService<Headed>, Headed>;
 /// A route's whole stack. A route with none of the checks goes straight to its Endpoint:
 /// each level of the stack moves the Service's future into its own, and with the six
@@ -406,7 +409,8 @@ type LimitedFuture = EitherResponseFuture<
 type FilteredFuture =
     EitherResponseFuture<ip_filter::ResponseFuture<LimitedFuture, GateBody>, LimitedFuture>;
 type SharedFuture = EitherResponseFuture<cors::ResponseFuture<FilteredFuture>, FilteredFuture>;
-type HeadedFuture = EitherResponseFuture<headers::ResponseFuture<SharedFuture>, SharedFuture>;
+type PagedFuture = EitherResponseFuture<error_pages::ResponseFuture<SharedFuture>, SharedFuture>;
+type HeadedFuture = EitherResponseFuture<headers::ResponseFuture<PagedFuture>, PagedFuture>;
 type CheckedFuture = EitherResponseFuture<request_id::ResponseFuture<HeadedFuture>, HeadedFuture>;
 /// The response future of a route's stack below [`Observe`].
 pub(crate) type InnerFuture = EitherResponseFuture<CheckedFuture, EndpointFuture>;

@@ -2,7 +2,7 @@ use http::HeaderValue;
 use std::path::Path;
 
 /// `Content-Type` from the file extension, with `charset=utf-8` on text types.
-pub(crate) fn content_type(path: &Path) -> HeaderValue {
+pub fn content_type(path: &Path) -> HeaderValue {
     let Some(mime) = mime_guess::from_path(path).first_raw() else {
         return HeaderValue::from_static("application/octet-stream");
     };

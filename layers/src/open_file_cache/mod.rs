@@ -50,5 +50,6 @@ pub use cache::{CacheOptions, FileCache};
 pub use entry::{FileEntry, Resolved};
 pub use future::ResponseFuture;
 pub use layer::OpenFileCacheLayer;
+pub use mime::content_type;
 pub use resolve::Resolver;
 pub use service::OpenFileCache;
