@@ -42,6 +42,12 @@ pub struct Config {
     pub limits: Limits,
     /// Log filter for gatehouse's own diagnostics, in `tracing` syntax (`info`, `debug`).
     pub log_level: String,
+    /// Every public listener (plain and TLS) takes the PROXY protocol (v1 or v2) from the
+    /// peers in `proxy_protocol_from`: the client it names is the client everywhere.
+    pub proxy_protocol: bool,
+    /// The load balancers that send the PROXY header; a connection from anyone else is
+    /// closed. Required with `proxy_protocol`.
+    pub proxy_protocol_from: Vec<String>,
     /// Serve HTTP/2 with prior knowledge (h2c) on the plain listeners, beside HTTP/1.1.
     pub h2c: bool,
     /// HTTPS listeners and their certificates.
@@ -119,6 +125,8 @@ impl Default for Config {
             limits: Limits::default(),
             log_level: "info".into(),
             h2c: false,
+            proxy_protocol: false,
+            proxy_protocol_from: Vec::new(),
             tls: None,
             acme: None,
             metrics: MetricsConfig::default(),

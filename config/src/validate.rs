@@ -60,6 +60,14 @@ pub(crate) fn normalise_and_validate(
         c.err("workers", "more than 1024 workers is surely a mistake");
     }
 
+    if config.proxy_protocol && config.proxy_protocol_from.is_empty() {
+        c.err(
+            "proxy_protocol_from",
+            "name the load balancers (CIDRs) that send the PROXY header: with \
+             proxy_protocol on, anyone else could claim any address",
+        );
+    }
+    check_cidrs(&mut c, "proxy_protocol_from", &config.proxy_protocol_from);
     check_tls(&mut c, config);
     check_admin(&mut c, config);
 

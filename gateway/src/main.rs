@@ -266,6 +266,14 @@ fn restart_only_changes(started: &Config, now: &Config) -> Vec<&'static str> {
         ("timeouts", now.timeouts != started.timeouts),
         ("limits", now.limits != started.limits),
         ("h2c", now.h2c != started.h2c),
+        (
+            "proxy_protocol",
+            now.proxy_protocol != started.proxy_protocol,
+        ),
+        (
+            "proxy_protocol_from",
+            now.proxy_protocol_from != started.proxy_protocol_from,
+        ),
         ("acme", now.acme != started.acme),
         ("metrics", now.metrics != started.metrics),
         (

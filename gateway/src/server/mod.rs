@@ -9,6 +9,7 @@ pub(crate) mod front;
 mod h2send;
 pub mod listener;
 mod park;
+pub mod proxy_protocol;
 mod service;
 
 use crate::admin;
@@ -114,6 +115,8 @@ struct ConnSettings {
     max_connections: usize,
     /// What HTTP/2 response bodies may hold unsent, over all connections.
     h2_send: Arc<h2send::Pool>,
+    /// `proxy_protocol`: the peers that must send a PROXY header (and only they may).
+    proxy_from: Option<Arc<gatehouse_layers::cidr::CidrSet>>,
 }
 
 impl ConnSettings {
@@ -160,6 +163,14 @@ impl ConnSettings {
                 config.limits.h2_send_buffer,
                 config.limits.h2_send_buffer_total,
             ),
+            proxy_from: config.proxy_protocol.then(|| {
+                Arc::new(gatehouse_layers::cidr::CidrSet::new(
+                    config
+                        .proxy_protocol_from
+                        .iter()
+                        .filter_map(|c| gatehouse_config::parse_cidr(c)),
+                ))
+            }),
         }
     }
 }
@@ -613,6 +624,40 @@ impl Drop for ConnGuard {
     }
 }
 
+/// A connection on a listener with `proxy_protocol`: from a peer in `from`, its PROXY
+/// header is read and the client it names is the connection's peer from then on (logs,
+/// IP rules, rate limits, `X-Forwarded-For`); from anyone else, or with a broken header,
+/// it is closed.
+#[allow(clippy::too_many_arguments)]
+async fn serve_proxied<T: Serve>(
+    mut stream: tokio::net::TcpStream,
+    balancer: SocketAddr,
+    from: Arc<gatehouse_layers::cidr::CidrSet>,
+    kind: Arc<ListenerKind>,
+    svc: Fronted<T>,
+    settings: Arc<ConnSettings>,
+    guard: ConnGuard,
+    rx: watch::Receiver<bool>,
+) {
+    if !from.contains(balancer.ip()) {
+        tracing::debug!(peer = %balancer, "not in proxy_protocol_from: connection closed");
+        return;
+    }
+    let Some(peer) = proxy_protocol::read_header(&mut stream, balancer, settings.header_read).await
+    else {
+        return;
+    };
+    match &kind.tls {
+        Some(tls) => Box::pin(serve_tls(stream, peer, &kind, tls, svc, &settings, rx)).await,
+        None if kind.h2c => Box::pin(serve_h2c(stream, peer, svc, &settings, rx)).await,
+        None => {
+            let shared = Some(guard.0.clone());
+            Box::pin(serve_connection(stream, peer, svc, &settings, shared, rx)).await
+        }
+    }
+    drop(guard);
+}
+
 async fn accept_loop<T: Serve>(
     listener: tokio::net::TcpListener,
     kind: Arc<ListenerKind>,
@@ -653,6 +698,10 @@ async fn accept_loop<T: Serve>(
                     let guard = ConnGuard(shared.clone(), kind.clone());
                     let (settings, rx) = (settings.clone(), shutdown.clone());
                     let svc = Fronted::new(kind.front.clone(), svc.clone());
+                    if let Some(from) = settings.proxy_from.clone() {
+                        tokio::spawn(serve_proxied(stream, peer, from, kind.clone(), svc, settings, guard, rx));
+                        continue;
+                    }
                     // Each kind is its own task, so the task holds only the state of the
                     // kind it serves (a plain connection's is half a TLS one's), which is
                     // most of an idle connection's memory; a plain connection's is spawned
