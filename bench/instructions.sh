@@ -6,7 +6,8 @@
 # is not counted.
 #
 # Usage: bench/instructions.sh NEW_BINARY BASE_BINARY
-# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"), N (requests in the long
+# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also rules-1k and redirect,
+# for which both binaries must know issue 32's keys), N (requests in the long
 # run, 6000), SMALL (in the short run, 1000), CONNECTIONS (8). Each figure is
 # (Ir(N) - Ir(SMALL)) / (N - SMALL): start-up, TLS handshakes and shutdown cancel out.
 # One worker, the static route with the open-file cache as bench/run.sh configures it, on
@@ -81,6 +82,14 @@ EOF
     proxy-1k) printf '[[routes]]\n[routes.proxy]\nupstreams = ["http://127.0.0.1:%s"]\n' "$BACKEND" ;;
     *) printf '[[routes]]\n[routes.static.open_file_cache]\nstrict = false\nvalid = "1s"\n' ;;
   esac
+  # As bench/run.sh's: three response header rules, CORS and request IDs; a redirect.
+  case "$1" in
+    rules-1k) printf '%s\n' '[[routes.headers.response]]' \
+      'set = { "X-Frame-Options" = "DENY", "X-Content-Type-Options" = "nosniff", "Referrer-Policy" = "no-referrer" }' \
+      '[routes.cors]' 'allow_origins = ["https://app.example.test"]' 'allow_credentials = true' \
+      '[routes.request_id]' ;;
+    redirect) printf '[[routes.redirects]]\nexact = "/old"\nto = "/1k.bin"\n' ;;
+  esac
 }
 
 # Total instructions of one run of `bin` serving `n` requests of `scenario`.
@@ -92,6 +101,9 @@ count() { # bin scenario n
     url="https://127.0.0.1:$TLS/1k.bin"
     args=(--insecure --http2 -p 4)
   fi
+  [ "$scenario" = rules-1k ] && args=(-H "Origin: https://app.example.test")
+  local asked=$url
+  [ "$scenario" = redirect ] && asked="http://127.0.0.1:$PORT/old" args=(--redirect 0)
   rm -f "$out"
   local collect=()
   if [ "$COLLECT" != all ]; then
@@ -104,7 +116,7 @@ count() { # bin scenario n
   local pid=$!
   PIDS+=("$pid")
   wait_up "$url"
-  "$OHA" -n "$n" -c "$CONNECTIONS" --no-tui --disable-compression "${args[@]}" "$url" > /dev/null
+  "$OHA" -n "$n" -c "$CONNECTIONS" --no-tui --disable-compression "${args[@]}" "$asked" > /dev/null
   kill -TERM "$pid"
   wait "$pid" 2> /dev/null || true
   PIDS=("${PIDS[0]}")

@@ -31,9 +31,12 @@ ROUNDS=${ROUNDS:-1}
 # built here with cargo; HYPER_FLOOR names another binary).
 FLOOR=${FLOOR:-}
 HYPER_FLOOR=${HYPER_FLOOR:-$ROOT/target/release/examples/bare_hyper}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k,idle-1000,files-10k,notfound,tls-handshake,conn-10k}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,https-1m,log-1k,auth-basic-1k,rules-1k,redirect,idle-1000,files-10k,notfound,tls-handshake,conn-10k}
 # files-10k: 10,000 distinct 1 KiB files, a random one per request (after a pass that
 # touches each), every server's open-file cache large enough for all.
+# rules-1k: static-1k's route with three response header rules, CORS and request IDs,
+# asked with an Origin it allows; redirect: a path answered with a 301 (both against nginx
+# only; with BASE_TOML set, gatehouse-base runs that route instead: the bare one, say).
 # tls-handshake: a new TLS connection per request, from HANDSHAKE_CONNECTIONS clients.
 export HANDSHAKE_CONNECTIONS=${HANDSHAKE_CONNECTIONS:-32}
 # conn-10k: CONN10K_CONNECTIONS keep-alive connections making CONN10K_RATE requests a
@@ -81,6 +84,11 @@ printf '%s\n' 'bench:$2b$05$LVWtHYiEzELB4E7QnN/Ma.0n2dhiP5pUXGlEp0MWykjWAb9YlWGs
 AUTH_TOML="$NGINX_EQUIVALENT\n[routes.auth]\nhtpasswd = \"$WORK/htpasswd\"\nrealm = \"bench\""
 # log-1k: the static route of the nginx-equivalent settings, with a combined access log.
 LOG_TOML="$NGINX_EQUIVALENT\n[routes.access_log]\npath = \"$WORK/gatehouse-access.log\"\nformat = \"combined\""
+# rules-1k: the static route with three response header rules, CORS for the origin the
+# requests come from, and request IDs (issue 32's figure); nginx's is written by hand.
+RULES_TOML="$NGINX_EQUIVALENT\n[[routes.headers.response]]\nset = { \"X-Frame-Options\" = \"DENY\", \"X-Content-Type-Options\" = \"nosniff\", \"Referrer-Policy\" = \"no-referrer\" }\n[routes.cors]\nallow_origins = [\"https://app.example.test\"]\nallow_credentials = true\n[routes.request_id]"
+# redirect: /old answered with a 301 to /1k.bin.
+REDIRECT_TOML="$NGINX_EQUIVALENT\n[[routes.redirects]]\nexact = \"/old\"\nto = \"/1k.bin\""
 ROWS="$WORK/rows.jsonl"
 : > "$ROWS"
 SERVER_PIDS=()
@@ -139,6 +147,8 @@ scenario_path() {
     files-10k) echo /f/0000 ;;
     notfound) echo /nf/missing ;;
     tls-handshake | conn-10k) echo /1k.bin ;;
+    rules-1k) echo /1k.bin ;;
+    redirect) echo /old ;;
     *) return 1 ;;
   esac
 }
@@ -148,6 +158,7 @@ scenario_header() {
   case "$1" in
     text-gzip) echo "Accept-Encoding: gzip" ;;
     auth-basic-1k) echo "Authorization: Basic YmVuY2g6YmVuY2g=" ;;
+    rules-1k) echo "Origin: https://app.example.test" ;;
     *) echo "" ;;
   esac
 }
@@ -157,7 +168,7 @@ is_h2() { case "$1" in h2-*) return 0 ;; *) return 1 ;; esac; }
 
 # What a server lacks for a scenario, if anything (the scenario then skips it, saying so).
 lacks() { # scenario server
-  if [ "$1" = auth-basic-1k ] && [ "$2" = caddy ]; then
+  if { [ "$1" = auth-basic-1k ] || [ "$1" = rules-1k ] || [ "$1" = redirect ]; } && [ "$2" = caddy ]; then
     echo "compared with nginx only (the issue's scenario)"
     return
   fi
@@ -274,6 +285,18 @@ start_nginx() { # [static|proxy|tls|log]
   elif [ "${1:-}" = log ]; then
     site="root $WWW;
     access_log $WORK/nginx-access.log combined;"
+  elif [ "${1:-}" = rules ]; then
+    site="root $WWW;
+    add_header X-Frame-Options DENY always;
+    add_header X-Content-Type-Options nosniff always;
+    add_header Referrer-Policy no-referrer always;
+    add_header Access-Control-Allow-Origin https://app.example.test always;
+    add_header Access-Control-Allow-Credentials true always;
+    add_header Vary Origin always;
+    add_header X-Request-Id \$request_id always;"
+  elif [ "${1:-}" = redirect ]; then
+    site="root $WWW;
+    location = /old { return 301 /1k.bin; }"
   elif [ "${1:-static}" = proxy ]; then
     site="location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
   elif [ "${1:-}" = tls ]; then
@@ -467,7 +490,15 @@ measure() { # scenario server port
     hargs+=(--http2 -p 4)
   fi
   local expect_status=200
-  if [ "$scenario" = notfound ]; then
+  if [ "$scenario" = redirect ]; then
+    expect_status=301 size=0
+    hargs+=(--redirect 0)
+    if [ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$url")" != "301 http://127.0.0.1:$port/1k.bin" ]; then
+      say "  $server: $path was not a 301 to /1k.bin; not measured"
+      echo "$scenario $server" >> "$WORK/unmeasured"
+      return 0
+    fi
+  elif [ "$scenario" = notfound ]; then
     # Any body will do, so long as it says 404 (each server writes its own page).
     expect_status=404 size=0
     if [ "$(curl -s -o /dev/null -w '%{http_code}' "$url")" != 404 ]; then
@@ -638,6 +669,12 @@ run_server() { # scenario server
   fi
   if [ "$scenario" = auth-basic-1k ]; then
     mode=auth gh_toml=$AUTH_TOML base_toml=$AUTH_TOML
+  fi
+  if [ "$scenario" = rules-1k ] || [ "$scenario" = redirect ]; then
+    # BASE_TOML, when set, is the base's: the bare route against the rules in one run.
+    mode=${scenario%-1k} gh_toml=$RULES_TOML
+    [ "$scenario" = redirect ] && gh_toml=$REDIRECT_TOML
+    [ "${BASE_TOML_SET:-}" = 1 ] || base_toml=$gh_toml
   fi
   if [ "$scenario" = log-1k ]; then
     mode=log gh_toml=$LOG_TOML base_toml=$LOG_TOML

@@ -35,7 +35,8 @@ for scenario in ["static-1k", "static-1m", "text-gzip", "proxy-1k", "https-1k", 
     for server in servers:
         check((scenario, server) in seen, f"a row for {scenario}/{server}")
 for server in servers[:2]:
-    check(("auth-basic-1k", server) in seen, f"a row for auth-basic-1k/{server}")
+    for scenario in ["auth-basic-1k", "rules-1k", "redirect"]:
+        check((scenario, server) in seen, f"a row for {scenario}/{server}")
 check({r["server"] for r in rows} == set(servers), f"rows for {servers} only")
 for r in rows:
     name = f'{r["scenario"]}/{r["server"]}'

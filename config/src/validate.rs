@@ -816,10 +816,35 @@ fn check_rules(c: &mut Collector, k: &str, route: &Route) {
         check_cors(c, &format!("{k}.cors"), cors);
     }
     if let Some(id) = &route.request_id {
+        // A field that means something else to the upstream would be overwritten by the ID.
+        const TAKEN: &[&str] = &[
+            "host",
+            "authorization",
+            "cookie",
+            "content-length",
+            "content-type",
+            "transfer-encoding",
+            "connection",
+            "te",
+            "upgrade",
+            "forwarded",
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            "x-forwarded-host",
+            "via",
+        ];
         if http::HeaderName::from_bytes(id.header.as_bytes()).is_err() {
             c.err(
                 format!("{k}.request_id.header"),
                 format!("{:?} is not a header field name", id.header),
+            );
+        } else if TAKEN.contains(&id.header.to_ascii_lowercase().as_str()) {
+            c.err(
+                format!("{k}.request_id.header"),
+                format!(
+                    "{:?} carries something else; name a field of the ID's own",
+                    id.header
+                ),
             );
         }
         check_cidrs(

@@ -89,7 +89,7 @@ path = "/"
 [routes.proxy]
 upstreams = ["http://{up}"]
 [routes.headers.request]
-set = {{ "X-Real-IP" = "$remote_addr", "X-Tenant" = "acme" }}
+set = {{ "X-Real-IP" = "$remote_addr", "X-Tenant" = "acme", "X-Orig-Host" = "$host" }}
 add = {{ "X-Via" = "gatehouse $scheme" }}
 remove = ["Cookie"]
 {RESPONSE_RULES}
@@ -106,6 +106,7 @@ set = {{ "X-Upstream" = "$upstream_addr" }}
     assert!(body.contains("x-real-ip: 127.0.0.1\n"), "{body}");
     assert!(!body.contains("6.6.6.6"), "{body}");
     assert!(body.contains("x-tenant: acme\n"), "{body}");
+    assert!(body.contains("x-orig-host: test\n"), "{body}");
     assert!(!body.contains("evil"), "{body}");
     assert!(body.contains("x-via: gatehouse http\n"), "{body}");
     assert!(!body.contains("secret"), "{body}");

@@ -134,6 +134,40 @@ to = "/api/v2/$1"
     // A dot segment on a proxy route is still refused, as without rewrites.
     assert_eq!(s.get("/api/x/../v1/a").status, 400);
     assert_eq!(s.get("/api/other").text(), "/api/other");
+    // A `;` decoded by the normalisation goes on encoded, never as a bare `;` that Tomcat
+    // would read as path parameters.
+    assert_eq!(s.get("/api/v1/admin%3Bx").text(), "/api/v2/admin%3Bx");
+    // A target no rule rewrites goes as it came, as on a route without rewrites.
+    assert_eq!(s.get("/api/a%20b").text(), "/api/a%20b");
+}
+
+/// On a proxy route too, redirects match the normalised path the route was chosen by:
+/// `//evil.test/` is `/evil.test/`, never a scheme-relative target.
+#[test]
+fn a_proxy_routes_redirects_see_the_normalised_path() {
+    let up = serve_axum(
+        loopback(),
+        axum::Router::new().fallback(axum::routing::any(|| async { "upstream" })),
+    );
+    let s = TestServer::site(&format!(
+        r#"
+[[routes]]
+path = "/"
+[routes.proxy]
+upstreams = ["http://{up}"]
+[[routes.redirects]]
+regex = '^/(.*)/$'
+to = "/$1"
+[[routes.redirects]]
+exact = "/old"
+to = "/new"
+"#
+    ));
+    let r = s.get("//evil.test/");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("/evil.test"));
+    assert_eq!(s.get("/%6Fld").header("location"), Some("/new"));
+    assert_eq!(s.get("/x").text(), "upstream");
 }
 
 #[test]

@@ -29,10 +29,12 @@ fn the_first_candidate_that_is_a_file_is_served_with_200() {
     let about = s.get("/about");
     assert_eq!(about.status, 200);
     assert_eq!(about.text(), "about page\n");
-    // A directory without its slash: its index, through "$path/".
+    // A directory without its slash, found through "$path/": redirected to it, as nginx
+    // does, so that its index's relative links resolve; with the slash, its index.
     let docs = s.get("/docs");
-    assert_eq!(docs.status, 200);
-    assert_eq!(docs.body, s.get("/docs/index.html").body);
+    assert_eq!(docs.status, 301);
+    assert_eq!(docs.header("location"), Some("docs/"));
+    assert_eq!(s.get("/docs/").body, s.get("/docs/index.html").body);
     // Anything else: the app's index, with 200 and its validators.
     for p in ["/app/route/42", "/settings?tab=2", "/x.js"] {
         let r = s.get(p);

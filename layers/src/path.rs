@@ -122,6 +122,9 @@ const PATH_KEEP: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b'<')
     .add(b'>')
     .add(b'?')
+    // A `;` decoded from `%3B` stays encoded: Tomcat and Spring read a bare one as the
+    // start of path parameters (`/admin;x` is `/admin` to them).
+    .add(b';')
     .add(b'`')
     .add(b'{')
     .add(b'}')

@@ -21,6 +21,20 @@ impl PathMatch {
         regex::Regex::new(re).map(PathMatch::Regex)
     }
 
+    /// Whether `path` matches, with no captures made.
+    pub fn is_match(&self, path: &str) -> bool {
+        match self {
+            PathMatch::Any => true,
+            PathMatch::Exact(p) => p == path,
+            PathMatch::Prefix(p) => {
+                let p = p.trim_end_matches('/');
+                path.strip_prefix(p)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+            }
+            PathMatch::Regex(re) => re.is_match(path),
+        }
+    }
+
     /// The captures if `path` matches: `[0]` is the whole match.
     pub fn captures<'p>(&self, path: &'p str) -> Option<Vec<Option<&'p str>>> {
         match self {

@@ -165,7 +165,8 @@ impl Template {
                     .unwrap_or(rest.len());
                 (&rest[..end], &rest[end..])
             };
-            let var = match name.parse::<u8>() {
+            let number = !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit());
+            let var = match name.parse::<u8>().ok().filter(|_| number).ok_or(()) {
                 Ok(n) if (1..=9).contains(&n) && captures => Var::Capture(n),
                 Ok(_) if captures => {
                     return Err(TemplateError(format!("${name}: captures are $1 to $9")))
@@ -175,7 +176,7 @@ impl Template {
                         "${name}: only a redirect's or rewrite's target has captures"
                     )))
                 }
-                Err(_) => NAMES
+                Err(()) => NAMES
                     .iter()
                     .find(|(n, _)| *n == name)
                     .map(|(_, v)| *v)
@@ -204,7 +205,8 @@ impl Template {
     /// `try_files` entry.
     pub fn parse_path(text: &str) -> Result<Template, TemplateError> {
         let t = Template::parse(text, false)?;
-        if !(text.starts_with('/') || text.starts_with("$path") || text.starts_with("$uri")) {
+        let path_first = ["$path", "$uri", "${path}", "${uri}"];
+        if !(text.starts_with('/') || path_first.iter().any(|p| text.starts_with(p))) {
             return Err(TemplateError(format!(
                 "{text:?} is not a path: it starts with '/' or $path"
             )));
@@ -233,6 +235,20 @@ impl Template {
     /// Whether the template reads `var`.
     pub fn uses(&self, var: Var) -> bool {
         self.pieces.contains(&Piece::Var(var))
+    }
+
+    /// Whether the template reads what a server says of the connection: `$remote_addr`
+    /// or `$scheme` (from [`ClientAddr`](crate::client::ClientAddr) and
+    /// [`Https`](crate::client::Https)).
+    pub fn reads_client(&self) -> bool {
+        self.uses(Var::RemoteAddr) || self.uses(Var::Scheme)
+    }
+
+    /// Whether the template reads a regex's captures.
+    pub fn uses_captures(&self) -> bool {
+        self.pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Var(Var::Capture(_))))
     }
 
     /// The text with the variables' values; `captures` are a regex's (`$1` is index 1).
@@ -307,6 +323,9 @@ mod tests {
         );
         assert!(Template::parse("$1", false).is_err());
         assert!(Template::parse("$0", true).is_err());
+        assert!(Template::parse("${+1}", true).is_err());
+        assert!(Template::parse_path("${path}.html").is_ok());
+        assert!(Template::parse_path("$host/x").is_err());
         assert!(Template::parse("${host", false).is_err());
         assert!(Template::parse("$hostx", false)
             .unwrap_err()

@@ -16,7 +16,7 @@ mod stack;
 
 pub use stack::RouteBody;
 use stack::{
-    Decided, Endpoint, GuardLayer, InnerFuture, ObserveFuture, ObserveLayer, RouteProxy,
+    Boxed, Decided, Endpoint, GuardLayer, InnerFuture, ObserveFuture, ObserveLayer, RouteProxy,
     RouteService, Stack,
 };
 
@@ -458,10 +458,21 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
             Some(a) => Some(AuthLayer::new(route_auth(i, a)?)),
             None => None,
         };
-        let rules = RuleLayers::new(i, route, &config.root)?;
-        let client = ip.is_some() || rate.is_some() || auth.is_some() || rules.any();
-        let inner = if client {
-            tower::util::Either::Left(
+        let nested: Vec<&str> = config
+            .routes
+            .iter()
+            .map(|r| r.path.trim_end_matches('/'))
+            .filter(|p| {
+                let own = route.path.trim_end_matches('/');
+                p.len() > own.len() && p.starts_with(own) && p.as_bytes()[own.len()] == b'/'
+            })
+            .collect();
+        let rules = RuleLayers::new(i, route, &config.root, &nested)?;
+        // The layers that read the client from the request's extensions get them.
+        let client = ip.is_some() || rate.is_some() || auth.is_some() || rules.reads_client();
+        use tower::util::Either;
+        let inner = if rules.any() {
+            Either::Left(Either::Right(Boxed(
                 tower::ServiceBuilder::new()
                     .option_layer(rules.request_id)
                     .option_layer(rules.response)
@@ -469,18 +480,24 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
                     .option_layer(rules.cors)
                     .option_layer(ip)
                     .option_layer(rate)
-                    .layer(GuardLayer {
-                        // A rewrite is made of the normalised target, and forwarded so.
-                        as_received: rules.rewrite.is_none(),
-                    })
+                    .layer(GuardLayer)
                     .option_layer(rules.redirect)
                     .option_layer(rules.rewrite)
                     .option_layer(auth)
                     .option_layer(rules.request)
                     .service(endpoint),
-            )
+            )))
+        } else if client {
+            Either::Left(Either::Left(
+                tower::ServiceBuilder::new()
+                    .option_layer(ip)
+                    .option_layer(rate)
+                    .layer(GuardLayer)
+                    .option_layer(auth)
+                    .service(endpoint),
+            ))
         } else {
-            tower::util::Either::Right(endpoint)
+            Either::Right(endpoint)
         };
         let stack = ObserveLayer {
             log,
@@ -703,7 +720,14 @@ struct RuleLayers {
 }
 
 impl RuleLayers {
-    fn new(i: usize, route: &Route, root: &std::path::Path) -> io::Result<RuleLayers> {
+    /// `nested`: the prefixes of the routes under this one's, which a rewrite may not
+    /// reach (they have rules of their own).
+    fn new(
+        i: usize,
+        route: &Route,
+        root: &std::path::Path,
+        nested: &[&str],
+    ) -> io::Result<RuleLayers> {
         let headers = |list: &[gatehouse_config::HeaderRulesConfig], response: bool| {
             let mut layer = HeadersLayer::new();
             for (j, r) in list.iter().enumerate() {
@@ -737,7 +761,13 @@ impl RuleLayers {
                 .map_err(|e| rule_error(i, &format!("rewrites.{j}"), e))?;
             rewrite = Some(
                 rewrite
-                    .unwrap_or_else(|| RewriteLayer::new().within(&route.path))
+                    .unwrap_or_else(|| {
+                        nested
+                            .iter()
+                            .fold(RewriteLayer::new().within(&route.path), |l, p| {
+                                l.excluding(p)
+                            })
+                    })
                     .rule(rule),
             );
         }
@@ -785,6 +815,16 @@ impl RuleLayers {
             rewrite,
             request,
         })
+    }
+
+    /// Whether a layer reads the client's address or the connection's scheme (a request ID
+    /// from trusted proxies, `$remote_addr` or `$scheme` in a template).
+    fn reads_client(&self) -> bool {
+        self.request_id.as_ref().is_some_and(|l| l.trusts_anyone())
+            || self.response.as_ref().is_some_and(|l| l.reads_client())
+            || self.request.as_ref().is_some_and(|l| l.reads_client())
+            || self.redirect.as_ref().is_some_and(|l| l.reads_client())
+            || self.rewrite.as_ref().is_some_and(|l| l.reads_client())
     }
 
     fn any(&self) -> bool {

@@ -3,7 +3,7 @@
 //! peers in `proxy_protocol_from` may send one; it is required from them, and a
 //! connection with a broken or missing header is closed.
 //!
-//! The header is read with `peek`, then exactly its length consumed: the bytes after it
+//! The header is read with `peek`, and only its own bytes are consumed: the bytes after it
 //! (a request, a TLS ClientHello) stay in the socket for the connection's own reader.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -165,20 +165,23 @@ pub(crate) async fn read_header(
 ) -> Option<SocketAddr> {
     let read = async {
         let mut buf = vec![0u8; V2_MAX];
+        // Bytes of an incomplete header are all the header's: they are taken off the
+        // socket, so that the next peek waits for more (or sees the close) rather than
+        // returning the same bytes again.
+        let mut have = 0;
         loop {
-            let n = stream.peek(&mut buf).await.ok()?;
+            let n = stream.peek(&mut buf[have..]).await.ok()?;
             if n == 0 {
                 return None;
             }
-            match parse(&buf[..n]) {
+            match parse(&buf[..have + n]) {
                 Parsed::Done { len, source } => {
-                    stream.read_exact(&mut buf[..len]).await.ok()?;
+                    stream.read_exact(&mut buf[have..len]).await.ok()?;
                     return Some(source.unwrap_or(peer));
                 }
-                Parsed::Incomplete if n < buf.len() => {
-                    // A peek doesn't clear the socket's readiness, so waiting for it would
-                    // spin: the rest of a header split across segments is a moment away.
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+                Parsed::Incomplete if have + n < buf.len() => {
+                    stream.read_exact(&mut buf[have..have + n]).await.ok()?;
+                    have += n;
                 }
                 Parsed::Incomplete => return None,
                 Parsed::Invalid(why) => {

@@ -27,6 +27,17 @@ impl HeadersLayer {
     }
 }
 
+impl HeadersLayer {
+    /// Whether a rule reads `$remote_addr` or `$scheme`: the server must put the client
+    /// in the request's extensions ([`crate::client`]).
+    pub fn reads_client(&self) -> bool {
+        self.request
+            .iter()
+            .chain(&self.response)
+            .any(HeaderRules::reads_client)
+    }
+}
+
 impl<S> Layer<S> for HeadersLayer {
     type Service = Headers<S>;
 

@@ -160,7 +160,9 @@ impl HeaderRules {
                     (base..base + 100).for_each(|v| set.insert(v));
                 }
                 _ => match s.parse::<u16>() {
-                    Ok(v) if (100..=999).contains(&v) => set.insert(v),
+                    Ok(v) if (100..=999).contains(&v) && s.bytes().all(|b| b.is_ascii_digit()) => {
+                        set.insert(v)
+                    }
                     _ => return Err(bad()),
                 },
             }
@@ -174,6 +176,11 @@ impl HeaderRules {
 
     fn values(&self) -> impl Iterator<Item = &Value> {
         self.set.iter().chain(&self.add).map(|(_, v)| v)
+    }
+
+    fn reads_client(&self) -> bool {
+        self.values()
+            .any(|v| matches!(v, Value::Template(t) if t.reads_client()))
     }
 
     fn uses_vars(&self) -> bool {
@@ -219,7 +226,7 @@ mod tests {
             assert_eq!(r.applies(s), want, "{s}");
         }
         assert!(HeaderRules::new().applies(503));
-        for bad in ["0xx", "99", "1000", "2x", "abc"] {
+        for bad in ["0xx", "99", "1000", "2x", "abc", "+200"] {
             assert!(HeaderRules::new().statuses([bad]).is_err(), "{bad}");
         }
     }

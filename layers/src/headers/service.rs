@@ -39,15 +39,23 @@ where
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
         if !self.request.is_empty() {
-            // The values are rendered from the request before any rule changes it.
-            let mut headers = std::mem::take(req.headers_mut());
-            {
-                let vars = Vars::of(&req);
-                for r in self.request.iter() {
-                    r.apply(&mut headers, &vars);
-                }
+            // The variables are read from the request before any rule changes it.
+            let uri = req.uri().clone();
+            let host: Option<Box<str>> = host_of(&req).map(Into::into);
+            let of = Vars::of(&req);
+            let (remote, https) = (of.remote, of.https);
+            let id: Option<Box<str>> = of.request_id.map(Into::into);
+            let vars = Vars {
+                uri: &uri,
+                host: host.as_deref(),
+                remote,
+                https,
+                request_id: id.as_deref(),
+                upstream: None,
+            };
+            for r in self.request.iter() {
+                r.apply(req.headers_mut(), &vars);
             }
-            *req.headers_mut() = headers;
         }
         let captured = self.capture.then(|| {
             let vars = Vars::of(&req);

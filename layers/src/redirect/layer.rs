@@ -20,6 +20,14 @@ impl RedirectLayer {
     }
 }
 
+impl RedirectLayer {
+    /// Whether a target reads `$remote_addr` or `$scheme`: the server must put the client
+    /// in the request's extensions ([`crate::client`]).
+    pub fn reads_client(&self) -> bool {
+        self.rules.iter().any(|r| r.to.reads_client())
+    }
+}
+
 impl<S> Layer<S> for RedirectLayer {
     type Service = Redirect<S>;
 

@@ -45,6 +45,8 @@ pub struct RedirectRule {
     pub(crate) matches: PathMatch,
     pub(crate) to: Template,
     pub(crate) status: StatusCode,
+    /// The target, made once when it names no variable.
+    pub(crate) literal: Option<http::HeaderValue>,
 }
 
 /// Why a redirect can't be made.
@@ -76,10 +78,15 @@ impl RedirectRule {
         if !matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
             return Err(RedirectError::Status(status.as_u16()));
         }
+        let to = Template::parse(to, true).map_err(RedirectError::Template)?;
+        let literal = to
+            .as_literal()
+            .and_then(|t| http::HeaderValue::from_str(t).ok());
         Ok(RedirectRule {
             matches,
-            to: Template::parse(to, true).map_err(RedirectError::Template)?,
+            to,
             status,
+            literal,
         })
     }
 }

@@ -17,12 +17,23 @@ pub struct Redirect<S> {
 /// The redirect `req` gets, if a rule matches it.
 pub(crate) fn answer<B>(rules: &[RedirectRule], req: &Request<B>) -> Option<Response<Bytes>> {
     let path = req.uri().path();
-    let (rule, caps) = rules
-        .iter()
-        .find_map(|r| r.matches.captures(path).map(|c| (r, c)))?;
-    let target = rule.to.render(&Vars::of(req), Some(&caps));
+    let (rule, location) = rules.iter().find_map(|r| match &r.literal {
+        // A fixed target: no captures made, nothing rendered.
+        Some(loc) => r.matches.is_match(path).then(|| (r, Ok(loc.clone()))),
+        None => {
+            let caps = if r.to.uses_captures() {
+                r.matches.captures(path)?
+            } else if r.matches.is_match(path) {
+                Vec::new()
+            } else {
+                return None;
+            };
+            let target = r.to.render(&Vars::of(req), Some(&caps));
+            Some((r, HeaderValue::try_from(target)))
+        }
+    })?;
     let mut res = Response::new(Bytes::new());
-    match HeaderValue::try_from(target) {
+    match location {
         Ok(loc) => {
             *res.status_mut() = rule.status;
             res.headers_mut().insert(LOCATION, loc);

@@ -39,6 +39,14 @@ impl RequestIdLayer {
     }
 }
 
+impl RequestIdLayer {
+    /// Whether some peer's own ID is kept: the server must put the client in the
+    /// request's extensions ([`crate::client`]).
+    pub fn trusts_anyone(&self) -> bool {
+        !self.trusted.is_empty()
+    }
+}
+
 impl<S> Layer<S> for RequestIdLayer {
     type Service = RequestIdService<S>;
 

@@ -7,6 +7,7 @@ use tower_layer::Layer;
 pub struct RewriteLayer {
     rules: Vec<RewriteRule>,
     within: Option<String>,
+    excluding: Vec<String>,
 }
 
 impl RewriteLayer {
@@ -29,6 +30,24 @@ impl RewriteLayer {
     }
 }
 
+impl RewriteLayer {
+    /// A rewritten path must not be `prefix` or under it (on whole segments): the prefix of
+    /// another route nested in this one's, whose rules it would skip.
+    pub fn excluding(mut self, prefix: &str) -> Self {
+        let p = prefix.trim_end_matches('/');
+        if !p.is_empty() {
+            self.excluding.push(p.to_string());
+        }
+        self
+    }
+
+    /// Whether a target reads `$remote_addr` or `$scheme`: the server must put the client
+    /// in the request's extensions ([`crate::client`]).
+    pub fn reads_client(&self) -> bool {
+        self.rules.iter().any(|r| r.to.reads_client())
+    }
+}
+
 impl<S> Layer<S> for RewriteLayer {
     type Service = Rewrite<S>;
 
@@ -37,6 +56,11 @@ impl<S> Layer<S> for RewriteLayer {
             inner,
             rules: Arc::from(self.rules.as_slice()),
             within: self.within.as_deref().map(Arc::from),
+            excluding: self
+                .excluding
+                .iter()
+                .map(|p| Arc::from(p.as_str()))
+                .collect(),
         }
     }
 }

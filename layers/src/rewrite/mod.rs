@@ -6,8 +6,10 @@
 //! not matched again, nor routed again). The target is a [template](crate::template) as
 //! a redirect's. A target with no `?` keeps the request's query; one with a `?` replaces
 //! it. The result is normalised with [`crate::path::normalize`] like any request's, and
-//! one that can't be, or that leaves the layer's prefix ([`RewriteLayer::within`]), is
-//! refused with 400: a rewrite can't climb out of where the request was routed.
+//! one that can't be, that leaves the layer's prefix ([`RewriteLayer::within`]) or that
+//! lands under a prefix it is told to keep out of ([`RewriteLayer::excluding`]: another
+//! route's, with rules of its own), is refused with 400: a rewrite can't climb out of
+//! where the request was routed. A rewritten request carries a [`Rewritten`] extension.
 //!
 //! ```
 //! use axum::{routing::get, Router};
@@ -28,6 +30,12 @@ mod service;
 pub use crate::answer::ResponseFuture;
 pub use layer::RewriteLayer;
 pub use service::Rewrite;
+
+/// Put in a rewritten request's extensions: the target it came with.
+#[derive(Clone, Debug)]
+pub struct Rewritten {
+    pub original: http::Uri,
+}
 
 use crate::path_match::PathMatch;
 use crate::template::{Template, TemplateError};

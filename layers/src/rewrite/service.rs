@@ -12,6 +12,7 @@ pub struct Rewrite<S> {
     pub(super) inner: S,
     pub(super) rules: Arc<[RewriteRule]>,
     pub(super) within: Option<Arc<str>>,
+    pub(super) excluding: Arc<[Arc<str>]>,
 }
 
 /// The rewritten target of `req`: `None` if no rule matches it, `Some(Err)` if the rule
@@ -19,6 +20,7 @@ pub struct Rewrite<S> {
 pub(crate) fn rewritten<B>(
     rules: &[RewriteRule],
     within: Option<&str>,
+    excluding: &[Arc<str>],
     req: &Request<B>,
 ) -> Option<Result<Uri, ()>> {
     let path = req.uri().path();
@@ -36,11 +38,13 @@ pub(crate) fn rewritten<B>(
     let Some(uri) = uri.and_then(|u| crate::path::normalized_uri(&u)) else {
         return Some(Err(()));
     };
-    if let Some(p) = within {
-        let rest = uri.path().strip_prefix(p);
-        if !rest.is_some_and(|r| r.is_empty() || r.starts_with('/')) {
-            return Some(Err(()));
-        }
+    let under = |p: &str| {
+        uri.path()
+            .strip_prefix(p)
+            .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+    };
+    if within.is_some_and(|p| !under(p)) || excluding.iter().any(|p| under(p)) {
+        return Some(Err(()));
     }
     Some(Ok(uri))
 }
@@ -59,7 +63,7 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
-        match rewritten(&self.rules, self.within.as_deref(), &req) {
+        match rewritten(&self.rules, self.within.as_deref(), &self.excluding, &req) {
             None => {}
             Some(Ok(uri)) => {
                 // An absolute-form request keeps its scheme and authority.
@@ -67,7 +71,8 @@ where
                 parts.scheme = req.uri().scheme().cloned();
                 parts.authority = req.uri().authority().cloned();
                 if let Ok(u) = Uri::from_parts(parts) {
-                    *req.uri_mut() = u;
+                    let original = std::mem::replace(req.uri_mut(), u);
+                    req.extensions_mut().insert(super::Rewritten { original });
                 }
             }
             Some(Err(())) => {
@@ -87,7 +92,8 @@ mod tests {
     fn rw(rule: (&str, &str), within: Option<&str>, target: &str) -> Option<Result<String, ()>> {
         let rules = [RewriteRule::new(PathMatch::regex(rule.0).unwrap(), rule.1).unwrap()];
         let req = Request::get(target).body(()).unwrap();
-        rewritten(&rules, within, &req).map(|r| r.map(|u| u.to_string()))
+        let excluding: [Arc<str>; 1] = [Arc::from("/app/admin")];
+        rewritten(&rules, within, &excluding, &req).map(|r| r.map(|u| u.to_string()))
     }
 
     #[test]
@@ -123,5 +129,27 @@ mod tests {
             Some(Err(()))
         );
         assert_eq!(rw(("^/(.*)$", "/a b"), None, "/y"), Some(Err(())));
+        // Not into a nested route's space, whose rules it would skip.
+        assert_eq!(
+            rw(
+                ("^/app/v1/(.*)$", "/app/$1"),
+                Some("/app"),
+                "/app/v1/admin/x"
+            ),
+            Some(Err(()))
+        );
+        assert_eq!(
+            rw(
+                ("^/app/v1/(.*)$", "/app/$1"),
+                Some("/app"),
+                "/app/v1/administer"
+            ),
+            Some(Ok("/app/administer".into()))
+        );
+        // A `;` decoded by the normalisation stays encoded in the rewritten target.
+        assert_eq!(
+            rw(("^/a/(.*)$", "/b/$1"), None, "/a/x%3By"),
+            Some(Ok("/b/x%3By".into()))
+        );
     }
 }

@@ -298,8 +298,10 @@ impl StaticFiles {
 
     async fn answer(&self, parts: &http::request::Parts, resolved: Resolved) -> Response<Body> {
         if matches!(resolved, Resolved::NotFound | Resolved::AddSlash) {
-            if let Some(entry) = self.first_of_try_files(&parts.uri).await {
-                return self.respond(parts, &entry);
+            match self.first_of_try_files(&parts.uri).await {
+                Some(Resolved::File(entry)) => return self.respond(parts, &entry),
+                Some(_) => return add_slash(&parts.uri),
+                None => {}
             }
         }
         match resolved {
@@ -311,8 +313,10 @@ impl StaticFiles {
         }
     }
 
-    /// The first of the `try_files` that is a file, if any.
-    async fn first_of_try_files(&self, uri: &http::Uri) -> Option<Arc<FileEntry>> {
+    /// The first of the `try_files` that is a file, if any, as a `Resolved::File`; or
+    /// `Resolved::AddSlash` when that is `$path/`, a directory's index, and the path was
+    /// named without its slash (nginx redirects then, so that relative links resolve).
+    async fn first_of_try_files(&self, uri: &http::Uri) -> Option<Resolved> {
         let vars = Vars::new(uri);
         for t in self.inner.try_files.iter() {
             let candidate = t.render(&vars, None);
@@ -323,8 +327,11 @@ impl StaticFiles {
                 Some(r) => r,
                 None => self.resolve_miss(&candidate).await,
             };
-            if let Resolved::File(entry) = found {
-                return Some(entry);
+            if let Resolved::File(_) = found {
+                let dir = candidate.len() == uri.path().len() + 1
+                    && candidate.ends_with('/')
+                    && candidate.starts_with(uri.path());
+                return Some(if dir { Resolved::AddSlash } else { found });
             }
         }
         None
