@@ -6,8 +6,9 @@
 # is not counted.
 #
 # Usage: bench/instructions.sh NEW_BINARY BASE_BINARY
-# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also rules-1k and redirect,
-# for which both binaries must know issue 32's keys), N (requests in the long
+# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also rules-1k, its parts
+# headers-1k, cors-1k and request-id-1k, and redirect, for which both binaries must know
+# issue 32's keys), N (requests in the long
 # run, 6000), SMALL (in the short run, 1000), CONNECTIONS (8). Each figure is
 # (Ir(N) - Ir(SMALL)) / (N - SMALL): start-up, TLS handshakes and shutdown cancel out.
 # One worker, the static route with the open-file cache as bench/run.sh configures it, on
@@ -89,6 +90,11 @@ EOF
       '[routes.cors]' 'allow_origins = ["https://app.example.test"]' 'allow_credentials = true' \
       '[routes.request_id]' ;;
     redirect) printf '[[routes.redirects]]\nexact = "/old"\nto = "/1k.bin"\n' ;;
+    # rules-1k's parts alone, for where its cost goes.
+    headers-1k) printf '%s\n' '[[routes.headers.response]]' \
+      'set = { "X-Frame-Options" = "DENY", "X-Content-Type-Options" = "nosniff", "Referrer-Policy" = "no-referrer" }' ;;
+    cors-1k) printf '%s\n' '[routes.cors]' 'allow_origins = ["https://app.example.test"]' 'allow_credentials = true' ;;
+    request-id-1k) printf '[routes.request_id]\n' ;;
   esac
 }
 
@@ -101,7 +107,7 @@ count() { # bin scenario n
     url="https://127.0.0.1:$TLS/1k.bin"
     args=(--insecure --http2 -p 4)
   fi
-  [ "$scenario" = rules-1k ] && args=(-H "Origin: https://app.example.test")
+  case "$scenario" in rules-1k | cors-1k) args=(-H "Origin: https://app.example.test") ;; esac
   local asked=$url
   [ "$scenario" = redirect ] && asked="http://127.0.0.1:$PORT/old" args=(--redirect 0)
   rm -f "$out"

@@ -22,7 +22,7 @@
 //! - [`redirect`]: redirects by exact path, prefix or regex with captures.
 //! - [`rewrite`]: internal rewrites of the target before the Service.
 //! - [`request_id`]: an ID per request, to the Service, the client and the access log.
-//! - [`cors`]: CORS with preflights, tower-http's layer.
+//! - [`cors`]: CORS, preflights answered.
 //! - [`error_pages`]: pages for error statuses, keeping the status.
 //! - [`template`]: the `$variables` of header values and targets.
 //! - [`client`]: the client address the layers read, and how a server passes it.

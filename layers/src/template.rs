@@ -99,16 +99,26 @@ impl<'a> Vars<'a> {
             host: host_of(req),
             remote: crate::client::client_addr_in(ext),
             https: crate::client::is_https(req),
-            request_id: ext.get::<RequestIdText>().map(|r| r.0.as_ref()),
+            request_id: request_id_in(ext),
             upstream: None,
         }
     }
 }
 
-/// The request ID as text, in a request's extensions for templates to read (put there by
-/// [`crate::request_id`]).
+/// The request ID as text, in a response's extensions for the access log (put there by
+/// [`crate::request_id`]; a request carries tower-http's `RequestId`).
 #[derive(Clone, Debug)]
 pub struct RequestIdText(pub std::sync::Arc<str>);
+
+/// The request's ID, from tower-http's `RequestId` extension (the `request-id` feature).
+fn request_id_in(ext: &http::Extensions) -> Option<&str> {
+    #[cfg(feature = "request-id")]
+    if let Some(id) = ext.get::<tower_http::request_id::RequestId>() {
+        return id.header_value().to_str().ok();
+    }
+    let _ = ext;
+    None
+}
 
 /// The host a request names, without its port.
 pub fn host_of<B>(req: &http::Request<B>) -> Option<&str> {

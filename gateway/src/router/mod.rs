@@ -653,52 +653,49 @@ fn error_page(
     Ok((status, body.into(), ty))
 }
 
-/// tower-http's CORS layer for a configuration the check let through: no `*` with
-/// credentials (where tower-http would panic), every value valid.
-fn cors_layer(c: &gatehouse_config::CorsConfig) -> CorsLayer {
-    use gatehouse_layers::cors::{AllowHeaders, AllowOrigin, Any, ExposeHeaders};
+/// The CORS layer for a configuration the check let through (no `*` with credentials,
+/// every value valid).
+fn cors_layer(c: &gatehouse_config::CorsConfig) -> io::Result<CorsLayer> {
+    use gatehouse_layers::cors::Origins;
     let star = |list: &[String]| list.len() == 1 && list[0] == "*";
-    let names = |list: &[String]| -> Vec<http::HeaderName> {
-        list.iter()
-            .filter_map(|h| http::HeaderName::from_bytes(h.as_bytes()).ok())
-            .collect()
-    };
-    let origin = if star(&c.allow_origins) {
-        AllowOrigin::any()
+    fn names(list: &[String]) -> Vec<&str> {
+        list.iter().map(String::as_str).collect()
+    }
+    let origins = if star(&c.allow_origins) {
+        Origins::Any
     } else {
-        AllowOrigin::list(
+        Origins::List(
             c.allow_origins
                 .iter()
-                .filter_map(|o| HeaderValue::from_str(o).ok()),
+                .filter_map(|o| HeaderValue::from_str(o).ok())
+                .collect(),
         )
     };
-    let mut layer = CorsLayer::new()
-        .allow_origin(origin)
-        .allow_credentials(c.allow_credentials);
-    layer = if star(&c.allow_methods) {
-        layer.allow_methods(Any)
+    let methods: Vec<http::Method> = if star(&c.allow_methods) {
+        // tower-http's `Any` answers `*`; a method list the same browsers read.
+        vec![http::Method::from_bytes(b"*").unwrap_or(http::Method::GET)]
     } else {
-        layer.allow_methods(
-            c.allow_methods
-                .iter()
-                .filter_map(|m| http::Method::from_bytes(m.as_bytes()).ok())
-                .collect::<Vec<_>>(),
-        )
+        c.allow_methods
+            .iter()
+            .filter_map(|m| http::Method::from_bytes(m.as_bytes()).ok())
+            .collect()
     };
+    let refused = |e: gatehouse_layers::cors::CorsError| io::Error::other(format!("cors: {e}"));
+    let mut layer = CorsLayer::new(origins, &methods, c.allow_credentials).map_err(refused)?;
     layer = if star(&c.allow_headers) {
-        layer.allow_headers(AllowHeaders::any())
+        layer.allow_any_header().map_err(refused)?
     } else {
-        layer.allow_headers(names(&c.allow_headers))
+        layer.allow_headers(&names(&c.allow_headers))
     };
     layer = if star(&c.expose_headers) {
-        layer.expose_headers(ExposeHeaders::any())
+        layer.expose_any().map_err(refused)?
     } else {
-        layer.expose_headers(names(&c.expose_headers))
+        layer.expose_headers(&names(&c.expose_headers))
     };
-    match c.max_age {
+    Ok(match c.max_age {
         Some(age) => layer.max_age(age),
         None => layer,
-    }
+    })
 }
 
 /// A rule the configuration check let through but the build refused: named as `check`
@@ -810,7 +807,7 @@ impl RuleLayers {
             request_id,
             response,
             pages,
-            cors: route.cors.as_ref().map(cors_layer),
+            cors: route.cors.as_ref().map(cors_layer).transpose()?,
             redirect,
             rewrite,
             request,

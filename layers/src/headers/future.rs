@@ -44,6 +44,14 @@ where
                 },
                 None => Vars::new(&empty),
             };
+            // Room for every field the rules add, made once: grown field by field, the map
+            // was reallocated up to three times a response (callgrind).
+            let adds: usize = rules
+                .iter()
+                .filter(|r| r.applies(status))
+                .map(|r| r.set.len() + r.add.len())
+                .sum();
+            res.headers_mut().reserve(adds);
             for r in rules.iter().filter(|r| r.applies(status)) {
                 r.apply(res.headers_mut(), &vars);
             }

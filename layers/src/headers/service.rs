@@ -64,10 +64,7 @@ where
                 host: host_of(&req).map(Into::into),
                 remote: vars.remote,
                 https: vars.https,
-                request_id: req
-                    .extensions()
-                    .get::<crate::template::RequestIdText>()
-                    .map(|r| r.0.clone()),
+                request_id: vars.request_id.map(Arc::from),
             })
         });
         ResponseFuture {

@@ -8,9 +8,9 @@
 //!
 //! The ID is put in the request's extensions as tower-http's
 //! [`RequestId`](tower_http::request_id::RequestId), which an axum handler below reads
-//! as it would under tower-http's `SetRequestIdLayer`, and as
-//! [`RequestIdText`](crate::template::RequestIdText) for [templates](crate::template)
-//! (`$request_id`). The response carries a `RequestIdText` too, for the
+//! as it would under tower-http's `SetRequestIdLayer`, and [templates](crate::template)
+//! read as `$request_id`. The response carries a
+//! [`RequestIdText`](crate::template::RequestIdText), for the
 //! [access log](crate::access_log)'s `$request_id`.
 //!
 //! ```

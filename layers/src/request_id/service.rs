@@ -1,6 +1,5 @@
 use super::{acceptable, generate, ResponseFuture};
 use crate::cidr::CidrSet;
-use crate::template::RequestIdText;
 use http::{HeaderName, Request, Response};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -36,9 +35,9 @@ where
         // Any other field of the name goes: the Service sees the one ID.
         req.headers_mut().insert(self.header.clone(), id.clone());
         let text: Arc<str> = Arc::from(id.to_str().unwrap_or(""));
-        let ext = req.extensions_mut();
-        ext.insert(tower_http::request_id::RequestId::new(id.clone()));
-        ext.insert(RequestIdText(text.clone()));
+        // One extension: templates read tower-http's (each insert costs an allocation).
+        req.extensions_mut()
+            .insert(tower_http::request_id::RequestId::new(id.clone()));
         ResponseFuture {
             inner: self.inner.call(req),
             id: Some((self.header.clone(), id, text)),
