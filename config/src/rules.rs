@@ -34,6 +34,17 @@ impl HeaderRulesConfig {
         for (n, v) in &self.add {
             r = r.add(n, v).map_err(|e| err(format!("add.{n}"), e))?;
         }
+        if let Some((n, why)) = r.reserved_name(!response) {
+            let key = if self.remove.iter().any(|x| n == x.as_str()) {
+                "remove".to_string()
+            } else if let Some(k) = self.set.keys().find(|k| n == k.as_str()) {
+                format!("set.{k}")
+            } else {
+                let k = self.add.keys().find(|k| n == k.as_str());
+                format!("add.{}", k.map_or(n.as_str(), |k| k.as_str()))
+            };
+            return Err(err(key, format!("{n} can't be changed by a rule: {why}")));
+        }
         if !self.statuses.is_empty() {
             if !response {
                 return Err(err("statuses", "a request has no status: responses only"));

@@ -120,6 +120,43 @@ set = {{ "X-Upstream" = "$upstream_addr" }}
 }
 
 #[test]
+fn a_rule_may_not_touch_framing_connection_or_the_routed_host() {
+    for (field, op) in [
+        ("Host", "set"),
+        ("host", "remove"),
+        ("Transfer-Encoding", "add"),
+        ("Content-Length", "set"),
+        ("TE", "set"),
+        ("Upgrade", "set"),
+        ("Keep-Alive", "remove"),
+        ("Trailer", "add"),
+    ] {
+        let rule = if op == "remove" {
+            format!("remove = [\"{field}\"]")
+        } else {
+            format!("{op} = {{ \"{field}\" = \"x\" }}")
+        };
+        let err = load_config(format!(
+            "listen = \"127.0.0.1:0\"\n[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:9\"]\n[routes.headers.request]\n{rule}\n"
+        ))
+        .expect_err(&rule);
+        let key = if op == "remove" {
+            "routes.0.headers.request.remove".to_string()
+        } else {
+            format!("routes.0.headers.request.{op}.{field}")
+        };
+        assert!(err.contains(&key), "{rule}: {err}");
+        assert!(err.contains("can't be changed by a rule"), "{rule}: {err}");
+    }
+    // Host is the route's on a request only: a response may carry any Host field.
+    load_config(format!(
+        "listen = \"127.0.0.1:0\"\nroot = {:?}\n[[routes]]\n[routes.static]\n[routes.headers.response]\nset = {{ \"Host\" = \"x\" }}\n",
+        fixtures().join("site")
+    ))
+    .expect("Host on a response");
+}
+
+#[test]
 fn bad_rules_are_refused_naming_the_key() {
     for (toml, key) in [
         (
@@ -141,6 +178,18 @@ fn bad_rules_are_refused_naming_the_key() {
         (
             "[routes.headers.response]\nsett = { \"X-A\" = \"1\" }",
             "sett",
+        ),
+        (
+            "[routes.headers.response]\nset = { \"Content-Length\" = \"5\" }",
+            "routes.0.headers.response.set.Content-Length",
+        ),
+        (
+            "[routes.headers.response]\nremove = [\"transfer-encoding\"]",
+            "routes.0.headers.response.remove",
+        ),
+        (
+            "[routes.headers.response]\nadd = { \"Connection\" = \"close\" }",
+            "routes.0.headers.response.add.Connection",
         ),
     ] {
         let err = load_config(format!(

@@ -7,7 +7,9 @@
 //! `$host`, `$remote_addr`, `$scheme`, `$request_id`, and on a response `$upstream_addr`.
 //! A response rule set may be restricted to statuses (`2xx`, `404`): unlike nginx's
 //! `add_header` without `always`, a rule set with no statuses applies to every response,
-//! errors included.
+//! errors included. [`HeaderRules::reserved_name`] names a field a rule should not touch
+//! (framing, connection-specific, and a request's `Host`); gatehouse's configuration refuses
+//! such rules.
 //!
 //! ```
 //! use axum::{routing::get, Router};
@@ -121,6 +123,24 @@ fn name(n: &str) -> Result<HeaderName, HeaderRuleError> {
     HeaderName::from_bytes(n.as_bytes()).map_err(|_| HeaderRuleError::Name(n.to_string()))
 }
 
+fn reserved(n: &HeaderName, request: bool) -> Option<&'static str> {
+    use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+    if n == CONTENT_LENGTH || n == TRANSFER_ENCODING || n == TRAILER {
+        Some("it frames the message, and only the server writes it")
+    } else if n == CONNECTION
+        || n == TE
+        || n == UPGRADE
+        || n == "keep-alive"
+        || n == "proxy-connection"
+    {
+        Some("it belongs to one connection, and only the server writes it")
+    } else if request && n == HOST {
+        Some("the route was chosen by it; routes.proxy.keep_host says which Host the upstream gets")
+    } else {
+        None
+    }
+}
+
 impl HeaderRules {
     pub fn new() -> Self {
         Self::default()
@@ -168,6 +188,22 @@ impl HeaderRules {
             }
         }
         Ok(self)
+    }
+
+    /// A name these rules may not touch, with why: the fields that frame a message or
+    /// belong to one connection (RFC 9110 §7.6.1, RFC 9112 §6, RFC 9113 §8.2.2) are the
+    /// server's and the proxy's to write, and on a request `Host` is what the route was
+    /// chosen by. A rule that set `Content-Length` or `Transfer-Encoding` could frame a
+    /// message differently from its body, which is how requests are smuggled.
+    pub fn reserved_name(&self, request: bool) -> Option<(&HeaderName, &'static str)> {
+        let names = self
+            .remove
+            .iter()
+            .chain(self.set.iter().map(|(n, _)| n))
+            .chain(self.add.iter().map(|(n, _)| n));
+        names
+            .into_iter()
+            .find_map(|n| reserved(n, request).map(|why| (n, why)))
     }
 
     fn applies(&self, status: u16) -> bool {
