@@ -14,8 +14,9 @@
 # same LLVM major version as rustc's: LLVM_PROFDATA, rustup's llvm-tools, llvm-profdata-N or
 # /usr/lib/llvm-N/bin/llvm-profdata (Debian: apt-get install llvm-N). TRAIN_DURATION (3s) is
 # each scenario's length; bench/run.sh's other settings are its defaults, whatever the caller
-# has set. RUSTFLAGS the caller set apply to both builds. A plain `cargo build --release` is
-# untouched.
+# has set. RUSTFLAGS and CARGO_PROFILE_RELEASE_* settings the caller set apply to both
+# builds (the test command builds without LTO, to test the script in less time). A plain
+# `cargo build --release` is untouched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

@@ -85,3 +85,17 @@ fn a_trusted_proxys_id_is_kept() {
     let lines = log_lines(&log, 1);
     assert_eq!(lines[0], "from-the-lb-42 200");
 }
+
+/// With no template or app reading it and no access log, the ID goes in no extension
+/// (`request_extension`, `response_extension`), and still reaches upstream and client.
+#[test]
+fn an_id_no_template_reads_still_reaches_upstream_and_client() {
+    let up = echo_id();
+    let s = TestServer::site(&format!(
+        "[[routes]]\npath = \"/\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n[routes.request_id]\n"
+    ));
+    let r = s.get("/");
+    let id = r.header("x-request-id").expect("an id").to_string();
+    assert_eq!(id.len(), 32);
+    assert_eq!(r.text(), format!("1 {id}"));
+}

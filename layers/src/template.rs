@@ -108,7 +108,7 @@ impl<'a> Vars<'a> {
 /// The request ID as text, in a response's extensions for the access log (put there by
 /// [`crate::request_id`]; a request carries tower-http's `RequestId`).
 #[derive(Clone, Debug)]
-pub struct RequestIdText(pub std::sync::Arc<str>);
+pub struct RequestIdText(pub http::HeaderValue);
 
 /// The request's ID, from tower-http's `RequestId` extension (the `request-id` feature).
 fn request_id_in(ext: &http::Extensions) -> Option<&str> {
@@ -252,6 +252,11 @@ impl Template {
     /// [`Https`](crate::client::Https)).
     pub fn reads_client(&self) -> bool {
         self.uses(Var::RemoteAddr) || self.uses(Var::Scheme)
+    }
+
+    /// Whether the template reads `$request_id` (from tower-http's `RequestId` extension).
+    pub fn reads_request_id(&self) -> bool {
+        self.uses(Var::RequestId)
     }
 
     /// Whether the template reads a regex's captures.

@@ -467,7 +467,10 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
                 p.len() > own.len() && p.starts_with(own) && p.as_bytes()[own.len()] == b'/'
             })
             .collect();
-        let rules = RuleLayers::new(i, route, &config.root, &nested)?;
+        let mut rules = RuleLayers::new(i, route, &config.root, &nested)?;
+        // The request's ID extension only where something reads it: a template or an app.
+        let reads_id = mounted || rules.reads_request_id();
+        rules.request_id = rules.request_id.map(|l| l.request_extension(reads_id));
         // The layers that read the client from the request's extensions get them.
         let client = ip.is_some() || rate.is_some() || auth.is_some() || rules.reads_client();
         use tower::util::Either;
@@ -781,7 +784,13 @@ impl RuleLayers {
                         .iter()
                         .filter_map(|c| gatehouse_config::parse_cidr(c)),
                 );
-                Some(RequestIdLayer::new().header(header).trust(trusted))
+                // Only an access log reads the ID from the response's extensions.
+                Some(
+                    RequestIdLayer::new()
+                        .header(header)
+                        .trust(trusted)
+                        .response_extension(route.access_log.is_some()),
+                )
             }
             None => None,
         };
@@ -822,6 +831,14 @@ impl RuleLayers {
             || self.request.as_ref().is_some_and(|l| l.reads_client())
             || self.redirect.as_ref().is_some_and(|l| l.reads_client())
             || self.rewrite.as_ref().is_some_and(|l| l.reads_client())
+    }
+
+    /// Whether a template reads `$request_id`.
+    fn reads_request_id(&self) -> bool {
+        self.response.as_ref().is_some_and(|l| l.reads_request_id())
+            || self.request.as_ref().is_some_and(|l| l.reads_request_id())
+            || self.redirect.as_ref().is_some_and(|l| l.reads_request_id())
+            || self.rewrite.as_ref().is_some_and(|l| l.reads_request_id())
     }
 
     fn any(&self) -> bool {

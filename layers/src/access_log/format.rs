@@ -29,7 +29,7 @@ pub struct Record {
     spans: [Option<(u32, u32)>; 5],
     /// The ID a [`request_id`](crate::request_id) layer gave the request: it outranks the
     /// client's `X-Request-Id`.
-    id: Option<std::sync::Arc<str>>,
+    id: Option<http::HeaderValue>,
 }
 
 const TARGET: usize = 0;

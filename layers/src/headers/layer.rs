@@ -38,6 +38,17 @@ impl HeadersLayer {
     }
 }
 
+impl HeadersLayer {
+    /// Whether a rule reads `$request_id`: a request-ID layer above must put it in the
+    /// request's extensions.
+    pub fn reads_request_id(&self) -> bool {
+        self.request
+            .iter()
+            .chain(&self.response)
+            .any(HeaderRules::reads_request_id)
+    }
+}
+
 impl<S> Layer<S> for HeadersLayer {
     type Service = Headers<S>;
 

@@ -219,6 +219,11 @@ impl HeaderRules {
             .any(|v| matches!(v, Value::Template(t) if t.reads_client()))
     }
 
+    fn reads_request_id(&self) -> bool {
+        self.values()
+            .any(|v| matches!(v, Value::Template(t) if t.reads_request_id()))
+    }
+
     fn uses_vars(&self) -> bool {
         self.values().any(|v| matches!(v, Value::Template(_)))
     }

@@ -3,7 +3,6 @@ use http::{HeaderName, HeaderValue, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 pin_project! {
@@ -11,7 +10,7 @@ pin_project! {
     pub struct ResponseFuture<F> {
         #[pin]
         pub(super) inner: F,
-        pub(super) id: Option<(HeaderName, HeaderValue, Arc<str>)>,
+        pub(super) id: Option<(HeaderName, HeaderValue, bool)>,
     }
 }
 
@@ -24,11 +23,13 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let mut res = std::task::ready!(this.inner.poll(cx))?;
-        if let Some((name, id, text)) = this.id.take() {
+        if let Some((name, id, extension)) = this.id.take() {
+            if extension {
+                res.extensions_mut().insert(RequestIdText(id.clone()));
+            }
             // The client is told the ID its request was logged and forwarded with, not
             // whatever the upstream echoed.
             res.headers_mut().insert(name, id);
-            res.extensions_mut().insert(RequestIdText(text));
         }
         Poll::Ready(Ok(res))
     }

@@ -42,7 +42,10 @@ pub fn generate() -> http::HeaderValue {
     for (i, b) in out.iter_mut().enumerate() {
         *b = HEX[((n >> (124 - i * 4)) & 15) as usize];
     }
-    http::HeaderValue::from_bytes(&out).unwrap_or_else(|_| http::HeaderValue::from_static("0"))
+    // Shared from the start: the request, its extension, the response and the log each
+    // take a reference, where a copied value is reallocated on its first clone.
+    http::HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(out))
+        .unwrap_or_else(|_| http::HeaderValue::from_static("0"))
 }
 
 /// Whether a client's ID can be kept: 1 to 200 visible ASCII characters.

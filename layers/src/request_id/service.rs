@@ -11,6 +11,8 @@ pub struct RequestIdService<S> {
     pub(super) inner: S,
     pub(super) header: HeaderName,
     pub(super) trusted: Arc<CidrSet>,
+    pub(super) extension: bool,
+    pub(super) request_extension: bool,
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for RequestIdService<S>
@@ -34,13 +36,14 @@ where
         };
         // Any other field of the name goes: the Service sees the one ID.
         req.headers_mut().insert(self.header.clone(), id.clone());
-        let text: Arc<str> = Arc::from(id.to_str().unwrap_or(""));
         // One extension: templates read tower-http's (each insert costs an allocation).
-        req.extensions_mut()
-            .insert(tower_http::request_id::RequestId::new(id.clone()));
+        if self.request_extension {
+            req.extensions_mut()
+                .insert(tower_http::request_id::RequestId::new(id.clone()));
+        }
         ResponseFuture {
             inner: self.inner.call(req),
-            id: Some((self.header.clone(), id, text)),
+            id: Some((self.header.clone(), id, self.extension)),
         }
     }
 }

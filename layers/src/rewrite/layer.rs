@@ -46,6 +46,12 @@ impl RewriteLayer {
     pub fn reads_client(&self) -> bool {
         self.rules.iter().any(|r| r.to.reads_client())
     }
+
+    /// Whether a target reads `$request_id`: a request-ID layer above must put it in the
+    /// request's extensions.
+    pub fn reads_request_id(&self) -> bool {
+        self.rules.iter().any(|r| r.to.reads_request_id())
+    }
 }
 
 impl<S> Layer<S> for RewriteLayer {
