@@ -472,10 +472,20 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
         let reads_id = mounted || rules.reads_request_id();
         rules.request_id = rules.request_id.map(|l| l.request_extension(reads_id));
         // The layers that read the client from the request's extensions get them.
-        let client = ip.is_some() || rate.is_some() || auth.is_some() || rules.reads_client();
+        let client_checks = ip.is_some() || rate.is_some() || auth.is_some();
+        let client = client_checks || rules.reads_client();
         use tower::util::Either;
-        let inner = if rules.any() {
-            Either::Left(Either::Right(Boxed(
+        let inner = if rules.any() && rules.response_only() && !client_checks {
+            Either::Left(Either::Right(Boxed(Either::Right(
+                tower::ServiceBuilder::new()
+                    .option_layer(rules.request_id)
+                    .option_layer(rules.response)
+                    .option_layer(rules.pages)
+                    .option_layer(rules.cors)
+                    .service(endpoint),
+            ))))
+        } else if rules.any() {
+            Either::Left(Either::Right(Boxed(Either::Left(
                 tower::ServiceBuilder::new()
                     .option_layer(rules.request_id)
                     .option_layer(rules.response)
@@ -489,7 +499,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
                     .option_layer(auth)
                     .option_layer(rules.request)
                     .service(endpoint),
-            )))
+            ))))
         } else if client {
             Either::Left(Either::Left(
                 tower::ServiceBuilder::new()
@@ -839,6 +849,11 @@ impl RuleLayers {
             || self.request.as_ref().is_some_and(|l| l.reads_request_id())
             || self.redirect.as_ref().is_some_and(|l| l.reads_request_id())
             || self.rewrite.as_ref().is_some_and(|l| l.reads_request_id())
+    }
+
+    /// Whether the rules only touch responses: no redirect, rewrite or request rule.
+    fn response_only(&self) -> bool {
+        self.redirect.is_none() && self.rewrite.is_none() && self.request.is_none()
     }
 
     fn any(&self) -> bool {
