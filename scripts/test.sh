@@ -135,7 +135,7 @@ bash bench/smoke.sh
 stage "profile-guided build (scripts/pgo.sh, without LTO), and the bench smoke test on it"
 # The script's whole path (instrument, train, merge, build with the profile) is what is
 # tested here, on a build without fat LTO. That saved less than hoped: the stage took 944 s
-# with fat LTO (83280ec) and 874 s without (366922e, a run slower in every stage), as the
+# with fat LTO (83280ec) and 874 s without (be66a78, a run slower in every stage), as the
 # two builds' time is mostly compiling every crate at opt-level 3. The benchmarked build is
 # scripts/pgo.sh as it is.
 CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 bash scripts/pgo.sh
