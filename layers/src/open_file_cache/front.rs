@@ -78,7 +78,8 @@ fn private_copy(r: &Resolved) -> Resolved {
     };
     // Each response starts as a clone of these, with their index's size: room for seven
     // more fields (CORS's three, a request ID, header rules) spares a route with such
-    // layers the map's regrowth and rehash on each response (about 600 instructions).
+    // layers the map's regrowth and rehash on each response (callgrind showed the regrowth
+    // gone from rules-1k; measured together with the shorter stack in router/stack.rs).
     let mut headers = HeaderMap::with_capacity(e.headers.len() + 7);
     for (name, value) in &e.headers {
         headers.append(name.clone(), unshared(value));
