@@ -1288,10 +1288,14 @@ fn has_dot_segment(path: &str) -> bool {
 ///   `..`) and double encoding (`%2561` is `%61`, then `a`, to a backend that decodes
 ///   twice).
 ///
-/// A plain path (no `%`, no `;`) costs one scan.
+/// Bytes past ASCII are read too: hyper passes them in a target as sent (curl sends a
+/// file name so), and `..` followed by a raw no-break space is `..` to a backend that
+/// trims Unicode white space (Rust's `str::trim`, Python's `str.strip`).
+///
+/// A plain path (no `%`, no `;`, ASCII) costs one scan.
 pub(crate) fn ambiguous(raw: &str, strict: bool) -> bool {
     let b = raw.as_bytes();
-    if !b.iter().any(|&c| c == b'%' || c == b';') {
+    if !b.iter().any(|&c| c == b'%' || c == b';' || !c.is_ascii()) {
         return false;
     }
     if strict && b.contains(&b';') {
@@ -1329,10 +1333,12 @@ fn loosely_another_route<R: Ruled>(
         // The longest prefix, which every reading keeps: nothing longer can be read.
         return false;
     }
+    // Past ASCII, white space and case are Unicode's: `admin` and a no-break space,
+    // or the Kelvin sign that lower-cases to `k`.
     let plain = !path
         .as_bytes()
         .iter()
-        .any(|&b| b.is_ascii_uppercase() || b == b'%' || b == b'.' || b == b' ');
+        .any(|&b| b.is_ascii_uppercase() || b == b'%' || b == b'.' || b == b' ' || !b.is_ascii());
     if plain && !loose_prefixes {
         // Read as it is: the route that chose it.
         return false;
@@ -1612,6 +1618,8 @@ mod tests {
             "/a/%2e%2e%2fb",
             "/a/x%2F..",
             "/a/..%5cb",
+            "/api/..\u{a0}/x",
+            "/a/\u{3000}../b",
         ] {
             assert!(ambiguous(p, false), "{p}");
             assert!(ambiguous(p, true), "{p}");
@@ -1632,6 +1640,7 @@ mod tests {
             "/a/b.c",
             "/%25zz",
             "/",
+            "/caf\u{e9}/\u{a0}x",
         ] {
             assert!(!ambiguous(p, true), "{p}");
         }
