@@ -1,7 +1,7 @@
 //! Access logs through the server: a line per request with the real byte count, upstream
 //! fields for proxied requests, aborted downloads marked, every completed request in the
 //! file after SIGTERM under load, and SIGUSR1 reopening the file.
-mod common;
+use crate::common;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -1,7 +1,7 @@
 //! ACME against a real CA: Debian's Pebble, with pebble-challtestsrv as its DNS server
 //! (every name resolves to 127.0.0.1). gatehouse runs as the binary, so that what it logs
 //! is part of what is checked.
-mod common;
+use crate::common;
 use common::free_port;
 use common::pki::Ca;
 use common::tls::*;

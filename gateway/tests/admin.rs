@@ -1,7 +1,7 @@
 //! The admin listener (issue 28, item 6): the public listeners' head limits and header
 //! timeout, a connection cap that keeps it from taking the public listeners' file
 //! descriptors, and `POST /reload` behind a bearer token and refused to web pages.
-mod common;
+use crate::common;
 use common::*;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 //! Basic auth on a route: 401 with a challenge, the right password served, and no spelling
 //! of a protected path reaching it without credentials.
-mod common;
+use crate::common;
 use common::*;
 
 const APR1: &str = "$apr1$abcdefgh$M2T3erDstkD7SsE2QQnfH0"; // "s3cret"

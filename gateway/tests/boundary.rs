@@ -3,7 +3,7 @@
 //! authority are forwarded, or the request is refused. Checked against the readings of real
 //! backends (Python's http.server and nginx as the upstream), against models of lenient
 //! backends over random targets, and on the cases an outside tester found.
-mod common;
+use crate::common;
 use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;

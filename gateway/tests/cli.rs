@@ -1,6 +1,6 @@
 //! The binary: configuration sources and their precedence, unknown keys, `check`, serving a
 //! directory with no config file, bind failures and signals.
-mod common;
+use crate::common;
 use common::free_port;
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpListener;

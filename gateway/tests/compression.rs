@@ -1,7 +1,7 @@
 //! Compression seen from outside: each coding decodes to the file, negotiation follows
 //! RFC 9110 §12.5.3, variants have their own validators, edits make new versions,
 //! precompressed siblings are preferred when fresh, and ranges stay identity.
-mod common;
+use crate::common;
 use common::*;
 use std::io::Read;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! RFC 9110 §13 over HTTP: If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since
 //! and If-Range.
-mod common;
+use crate::common;
 use common::*;
 use std::time::{Duration, SystemTime};
 

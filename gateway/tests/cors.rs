@@ -1,7 +1,7 @@
 //! `[routes.cors]`: preflights answered by the route, CORS fields on allowed origins'
 //! responses, `Vary` on every response, and configurations a browser would refuse
 //! refused at load. (`cors_browser.rs` runs the same in headless Chromium.)
-mod common;
+use crate::common;
 use common::*;
 
 const CORS: &str = r#"

@@ -3,7 +3,7 @@
 //! the page's origin lets it through; the one that doesn't is blocked by the browser
 //! (the PUT never reaches the upstream). `scripts/test.sh` installs Chromium (Debian's
 //! `chromium`); this test fails, not skips, without it.
-mod common;
+use crate::common;
 use common::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

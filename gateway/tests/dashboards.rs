@@ -3,7 +3,7 @@
 //! must return data for every expression of every dashboard panel and every rule;
 //! promtool checks the configuration and rules; docker-compose validates the stack; the
 //! dashboard JSON has what Grafana needs.
-mod common;
+use crate::common;
 use common::pki::Ca;
 use common::*;
 use serde_json::Value;

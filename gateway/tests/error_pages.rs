@@ -1,6 +1,6 @@
 //! `error_pages`: a page from the route's root for an error status, sent with the original
 //! status; an upstream's own error passed on unless `intercept_errors`.
-mod common;
+use crate::common;
 use common::*;
 
 /// An upstream answering 503 with its own JSON body, and a port nothing listens on.

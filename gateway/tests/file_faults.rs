@@ -3,7 +3,7 @@
 //! `read`/`sendfile`, never `mmap`, so a file shrinking under it is an I/O result to
 //! handle, not a SIGBUS.
 
-mod common;
+use crate::common;
 
 use common::{Conn, TestServer};
 use std::io::{Read, Write};

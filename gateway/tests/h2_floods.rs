@@ -3,7 +3,7 @@
 //! end with the flooding connection closed or held back by TCP, the server's memory
 //! bounded, and another client served all the while.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

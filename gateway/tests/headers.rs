@@ -1,6 +1,6 @@
 //! `[routes.headers]`: response rules on every response of the route (by status where
 //! told), request rules on what a proxy route sends upstream, variables in values.
-mod common;
+use crate::common;
 use axum::extract::Request as AxumRequest;
 use axum::routing::any;
 use common::*;

@@ -3,7 +3,7 @@
 //! or the connection is closed after the 4xx (RFC 9112 §6.3: framing that can't be
 //! trusted means the connection can't be reused). The upstream never sees a request the
 //! client smuggled inside another.
-mod common;
+use crate::common;
 use common::*;
 use std::sync::{Arc, Mutex};
 

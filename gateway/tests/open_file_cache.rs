@@ -1,7 +1,7 @@
 //! The open-file cache seen from outside: edits are served at once in strict mode, trusted
 //! for `valid` otherwise; not-found answers are revalidated; large files stream and survive
 //! truncation.
-mod common;
+use crate::common;
 use common::*;
 use std::io::Write;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! (`server::park`): they cost a fraction of the memory, and every one of them still
 //! answers its next request, whole, as if nothing had happened.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! No request path leaves the root, reaches a hidden file or follows a symlink out.
-mod common;
+use crate::common;
 use common::*;
 
 fn secret_outside(s: &TestServer) {

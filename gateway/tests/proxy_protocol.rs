@@ -4,7 +4,7 @@
 //! one is closed. Raw headers first, then HAProxy (Debian's `haproxy`, which
 //! `scripts/test.sh` installs) in front of a plain and a TLS listener, sending v1 and v2
 //! from a client bound to its own loopback address.
-mod common;
+use crate::common;
 use common::pki::Ca;
 use common::*;
 use std::io::{Read, Write};

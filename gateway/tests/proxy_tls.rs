@@ -1,6 +1,6 @@
 //! https upstreams: a test CA made here, trusted through `tls_ca`; SNI; HTTP/2 by ALPN;
 //! and HTTP/2 by prior knowledge to a plain-text upstream.
-mod common;
+use crate::common;
 use common::*;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! RFC 9110 §14 byte ranges: single, suffix, open, multipart, 416 and malformed, from
 //! memory and from a large streamed file.
-mod common;
+use crate::common;
 use common::*;
 
 fn digits() -> Vec<u8> {

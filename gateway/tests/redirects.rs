@@ -1,6 +1,6 @@
 //! `[[routes.redirects]]` and `[[routes.rewrites]]`: matches by exact path, prefix and
 //! regex with captures, a moved host, and rewrites that can't leave their route.
-mod common;
+use crate::common;
 use common::*;
 
 const REDIRECTS: &str = r#"

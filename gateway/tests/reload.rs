@@ -1,6 +1,6 @@
 //! Reload: `POST /reload` swaps routes and upstream pools atomically, under load, with no
 //! failed request; a broken configuration is refused and serving goes on.
-mod common;
+use crate::common;
 use common::*;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

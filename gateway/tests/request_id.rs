@@ -1,6 +1,6 @@
 //! `[routes.request_id]`: an ID per request, to the upstream, the client and the access
 //! log; a client's own only from a trusted proxy.
-mod common;
+use crate::common;
 use common::*;
 
 fn echo_id() -> std::net::SocketAddr {

@@ -1,6 +1,6 @@
 //! Routes are chosen on the normalised path, so no spelling of a path reaches a route's
 //! files through another route (the ground the auth rules will stand on).
-mod common;
+use crate::common;
 use common::*;
 
 /// `/admin` serves dir A; `/` serves dir B, which has an `admin/` of its own. Every

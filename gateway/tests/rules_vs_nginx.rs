@@ -3,7 +3,7 @@
 //! Status, `Location`, the fields the rules name, and the body must match; where the two
 //! may differ, the difference is written next to the request. nginx is Debian's
 //! (`scripts/test.sh` installs it).
-mod common;
+use crate::common;
 use common::*;
 use std::os::unix::fs::PermissionsExt;
 

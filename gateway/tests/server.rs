@@ -1,6 +1,6 @@
 //! The server core: keep-alive, limits, the two timers, admin endpoints, graceful drain
 //! and both runtime modes.
-mod common;
+use crate::common;
 use common::*;
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! second. Every one must be closed once `timeouts.header_read` has passed, and meanwhile
 //! other clients must be served about as fast as before.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,6 +1,6 @@
 //! GET and HEAD, methods, index files, directory redirects, content types, 404 pages,
 //! listings and Cache-Control.
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

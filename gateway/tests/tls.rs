@@ -1,6 +1,6 @@
 //! HTTPS listeners: certificates by SNI, HTTP/2 and HTTP/1.1 by ALPN on one port,
 //! resumption, certificate reload, mTLS, the redirect listener and HSTS, h2c.
-mod common;
+use crate::common;
 use common::pki::{Ca, Leaf};
 use common::tls::*;
 use common::*;

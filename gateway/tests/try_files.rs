@@ -1,7 +1,7 @@
 //! `try_files` on static routes: a single-page app's index for paths that name no file,
 //! `$path.html` for clean URLs, and every candidate resolved under the root by the same
 //! path-safety code as a request.
-mod common;
+use crate::common;
 use common::*;
 
 fn spa() -> TestServer {

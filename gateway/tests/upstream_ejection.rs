@@ -1,7 +1,7 @@
 //! Who can take an upstream out: only the upstream's own faults count towards
 //! `max_fails` (a client's stalled upload never does), a route's last available upstream is
 //! never ejected, and a faulty upstream beside a good one still is.
-mod common;
+use crate::common;
 use axum::routing::any;
 use common::*;
 use std::io::{BufReader, Write};

@@ -3,7 +3,7 @@
 //! bodies ended by the close, 1xx before the final response, bodiless statuses and HEAD,
 //! and framing errors, which are a 502 before the head or a cut response after it. A
 //! connection goes back to the pool only when its message ended cleanly.
-mod common;
+use crate::common;
 use common::*;
 use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
