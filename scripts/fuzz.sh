@@ -23,9 +23,11 @@
 # FUZZ_BUILD: more `cargo fuzz build` options, for the build and every run alike. The test
 # command's short runs use "--sanitizer none --codegen-units 16": cargo-fuzz builds with
 # one codegen unit and AddressSanitizer by default, and that build was 616 of the stage's
-# 732 s (stop 43's CI run) for 10 s of fuzzing per target. The properties and panics are
-# still checked; what ASan adds (gatehouse's own code has little `unsafe`) is for longer
-# runs with the default build.
+# 732 s (stop 43's CI run) for 10 s of fuzzing per target; this one took 487 s (69b00c8's)
+# and runs about 5x the executions a second (route_forward: 60,981 against 12,730). The
+# properties and panics are still checked; what ASan adds (gatehouse's own code has little
+# `unsafe`) is for longer runs with the default build. A `--dev` build took 306 s but ran
+# route_forward at 3,756 a second.
 set -euo pipefail
 
 cd "$(dirname "$0")/../fuzz"

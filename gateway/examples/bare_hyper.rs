@@ -2,7 +2,9 @@
 //! once at start), on one current-thread runtime per core, as gatehouse's per-core mode does.
 //! `cargo run --release --example bare_hyper -- 127.0.0.1:18080 [FILE [CONTENT-ENCODING]]`
 //! (without a file, 1 KiB of `x`). `FLOOR=1 bench/run.sh` benches it as `hyper-floor` in
-//! static-1k and text-gzip: how far gatehouse's own work is from what hyper costs.
+//! static-1k and text-gzip: how far gatehouse's own work is from what hyper costs; and in
+//! rules-1k, with the fields that route's rules add (`BARE_HYPER_HEADERS`, a `Name: value`
+//! a line, each value shared, the request ID a fixed one), what writing them costs hyper.
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -26,6 +28,18 @@ fn main() {
     let encoding = std::env::args()
         .nth(3)
         .map(|e| http::HeaderValue::from_str(&e).expect("a content-encoding"));
+    let extra: Vec<(http::HeaderName, http::HeaderValue)> = std::env::var("BARE_HYPER_HEADERS")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| {
+            (
+                http::HeaderName::from_bytes(n.trim().as_bytes()).expect("a field name"),
+                http::HeaderValue::from_str(v.trim()).expect("a field value"),
+            )
+        })
+        .collect();
+    let extra = std::sync::Arc::new(extra);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let listeners = gatehouse::server::listener::bind_group(addr, cores, false)
         .expect("bind")
@@ -33,7 +47,7 @@ fn main() {
     let threads: Vec<_> = listeners
         .into_iter()
         .map(|l| {
-            let (body, encoding) = (body.clone(), encoding.clone());
+            let (body, encoding, extra) = (body.clone(), encoding.clone(), extra.clone());
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -46,13 +60,17 @@ fn main() {
                             continue;
                         };
                         let _ = s.set_nodelay(true);
-                        let (body, encoding) = (body.clone(), encoding.clone());
+                        let (body, encoding, extra) =
+                            (body.clone(), encoding.clone(), extra.clone());
                         tokio::spawn(async move {
                             let svc = service_fn(move |_req: Request<hyper::body::Incoming>| {
                                 let mut res = Response::new(Full::new(body.clone()));
                                 if let Some(e) = &encoding {
                                     res.headers_mut()
                                         .insert(http::header::CONTENT_ENCODING, e.clone());
+                                }
+                                for (n, v) in extra.iter() {
+                                    res.headers_mut().insert(n.clone(), v.clone());
                                 }
                                 async move { Ok::<_, Infallible>(res) }
                             });
