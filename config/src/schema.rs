@@ -167,6 +167,14 @@ pub struct TlsConfig {
     /// Time allowed for a TLS handshake.
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: Duration,
+    /// HTTP/3 over QUIC on the UDP side of each `listen` address, advertised by `Alt-Svc`
+    /// on the TCP responses.
+    pub http3: bool,
+    /// HTTP/3: requests (bidirectional streams) one connection may have open at once.
+    pub http3_max_streams: u32,
+    /// HTTP/3: above this many handshakes in progress, a new client must first prove its
+    /// address with a Retry round trip (RFC 9000 §8.1.2). 0: always.
+    pub http3_retry_above: usize,
 }
 
 impl Default for TlsConfig {
@@ -181,6 +189,9 @@ impl Default for TlsConfig {
             hsts: None,
             watch_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
+            http3: false,
+            http3_max_streams: 100,
+            http3_retry_above: 64,
         }
     }
 }

@@ -585,6 +585,9 @@ fn check_tls(c: &mut Collector, config: &mut Config) {
         if tls.watch_interval.is_zero() {
             c.err("tls.watch_interval", "must be longer than zero");
         }
+        if !(1..=10_000).contains(&tls.http3_max_streams) {
+            c.err("tls.http3_max_streams", "must be from 1 to 10000");
+        }
     }
     let Some(acme) = &mut config.acme else {
         return;

@@ -21,6 +21,7 @@ mod file_faults;
 mod h2_floods;
 mod headers;
 mod hostile;
+mod http3;
 mod open_file_cache;
 mod parking;
 mod path_safety;

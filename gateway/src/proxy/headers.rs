@@ -126,6 +126,7 @@ fn via_text(version: http::Version) -> &'static str {
     match version {
         http::Version::HTTP_10 => "1.0 gatehouse",
         http::Version::HTTP_2 => "2 gatehouse",
+        http::Version::HTTP_3 => "3 gatehouse",
         _ => "1.1 gatehouse",
     }
 }

@@ -12,6 +12,8 @@ use http::{HeaderValue, Request, Response, StatusCode};
 pub(crate) struct Front {
     /// Added to every response of an HTTPS listener.
     pub(crate) hsts: Option<HeaderValue>,
+    /// `Alt-Svc`, on the TCP side of an HTTPS listener with HTTP/3 (RFC 7838 §3).
+    pub(crate) alt_svc: Option<HeaderValue>,
     /// Redirect to HTTPS on this port (`None` inside: 443, left out of the URL).
     pub(crate) redirect: Option<Option<u16>>,
     pub(crate) acme: Option<ChallengeTokens>,
@@ -105,7 +107,8 @@ fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
             req.headers_mut().remove(k);
         }
     }
-    let h2 = req.version() == http::Version::HTTP_2;
+    // RFC 9114 §4.3.1 asks of HTTP/3 what RFC 9113 §8.3.1 asks of HTTP/2.
+    let h2 = req.version() >= http::Version::HTTP_2;
     if req.version() == http::Version::HTTP_11 && hosts != 1 {
         return bad("bad request: Host\n");
     }

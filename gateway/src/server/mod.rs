@@ -7,6 +7,7 @@ mod coalesce;
 mod conn;
 pub(crate) mod front;
 mod h2send;
+mod http3;
 pub mod listener;
 mod park;
 pub mod proxy_protocol;
@@ -37,7 +38,7 @@ use tokio::sync::watch;
 
 pub use crate::admin::Reloader;
 use service::Fronted;
-pub use service::{RouterParts, Serve, Tower, TowerFuture};
+pub use service::{Http3Body, RouterParts, Serve, Tower, TowerFuture};
 
 /// State shared by every runtime.
 pub(crate) struct Shared {
@@ -218,6 +219,11 @@ struct ListenerKind {
 impl ListenerKind {
     fn new(front: Front, tls: Option<Arc<Tls>>, h2c: bool) -> ListenerKind {
         let label = if tls.is_some() { "https" } else { "http" };
+        Self::labelled(front, tls, h2c, label)
+    }
+
+    /// `label`: the `listener` label of its metrics (`quic` for HTTP/3).
+    fn labelled(front: Front, tls: Option<Arc<Tls>>, h2c: bool, label: &'static str) -> Self {
         ListenerKind {
             front: Arc::new(front),
             tls,
@@ -349,16 +355,8 @@ pub fn start(config: &Config, router: GatewayRouter) -> Result<Handle, BindError
 /// ```
 pub fn serve<S, B>(config: &Config, service: S) -> Result<Handle, BindError>
 where
-    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
-        + Clone
-        + Send
-        + Sync
-        + Unpin
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<crate::body::BoxError>,
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<crate::body::BoxError>,
+    Tower<S>: Serve,
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
 {
     start_with(config, Tower(service), None)
 }
@@ -402,6 +400,13 @@ fn start_with<T: Serve>(
 
     // Bind everything first: a failure must be reported before anything runs.
     let mut by_addr: Vec<(bool, Vec<TcpListener>, Option<Arc<listener::Steering>>)> = Vec::new();
+    let quic = match tls.as_ref().and_then(|t| t.quic.clone()) {
+        Some(q) => Some(Arc::new(
+            http3::H3Settings::new(config, q).map_err(tls_err(first_tls))?,
+        )),
+        None => None,
+    };
+    let mut udp_sockets = Vec::new();
     let mut addrs = Vec::new();
     let mut https_addrs = Vec::new();
     let tls_listen = config.tls.as_ref().map_or(&[][..], |t| &t.listen[..]);
@@ -415,6 +420,14 @@ fn start_with<T: Serve>(
                 })?;
             let actual = group[0].local_addr().unwrap_or(addr);
             if is_tls {
+                if quic.is_some() {
+                    let udp = http3::bind(actual).map_err(|error| BindError {
+                        addr: actual,
+                        what: "http3 (udp)",
+                        error,
+                    })?;
+                    udp_sockets.push((actual, udp));
+                }
                 https_addrs.push(actual);
             } else {
                 addrs.push(actual);
@@ -449,6 +462,7 @@ fn start_with<T: Serve>(
     let plain_kind = Arc::new(ListenerKind::new(
         Front {
             hsts: None,
+            alt_svc: None,
             redirect,
             acme: tokens,
             // sendfile markers need hyper's HTTP/1 writer, which the h2c path may not use.
@@ -458,16 +472,32 @@ fn start_with<T: Serve>(
         None,
         config.h2c,
     ));
-    let tls_kind = Arc::new(ListenerKind::new(
-        Front {
-            hsts: tls.as_ref().and_then(|t| t.hsts.clone()),
-            redirect: None,
-            acme: None,
-            sendfile: false,
-            max_uri_bytes: config.limits.max_uri_bytes,
-        },
+    let tls_front = |alt_svc| Front {
+        hsts: tls.as_ref().and_then(|t| t.hsts.clone()),
+        alt_svc,
+        redirect: None,
+        acme: None,
+        sendfile: false,
+        max_uri_bytes: config.limits.max_uri_bytes,
+    };
+    // One kind per HTTPS port: each advertises HTTP/3 on its own (RFC 7838 §3: an
+    // alt-authority without a host is the same host, on that port).
+    let mut tls_kinds: Vec<(u16, Arc<ListenerKind>)> = Vec::new();
+    for a in &https_addrs {
+        if tls_kinds.iter().any(|(p, _)| *p == a.port()) {
+            continue;
+        }
+        let alt_svc = quic.as_ref().and_then(|_| {
+            http::HeaderValue::try_from(format!("h3=\":{}\"; ma=86400", a.port())).ok()
+        });
+        let kind = ListenerKind::new(tls_front(alt_svc), tls.clone(), false);
+        tls_kinds.push((a.port(), Arc::new(kind)));
+    }
+    let quic_kind = Arc::new(ListenerKind::labelled(
+        tls_front(None),
         tls.clone(),
         false,
+        "quic",
     ));
     let acme_status = acme.as_ref().map(|a| a.status.clone());
     if let Some(e) = crate::metrics::Exporter::new(router.clone(), tls.clone(), acme_status.clone())
@@ -481,7 +511,11 @@ fn start_with<T: Serve>(
     let mut per_runtime: Vec<Vec<(Arc<ListenerKind>, TcpListener, Steered)>> =
         (0..groups).map(|_| Vec::new()).collect();
     for (is_tls, group, steering) in by_addr {
-        let kind = if is_tls { &tls_kind } else { &plain_kind };
+        let port = group[0].local_addr().map_or(0, |a| a.port());
+        let kind = match tls_kinds.iter().find(|(p, _)| is_tls && *p == port) {
+            Some((_, k)) => k,
+            None => &plain_kind,
+        };
         for (i, l) in group.into_iter().enumerate() {
             per_runtime[i].push((kind.clone(), l, steering.clone().map(|s| (i, s))));
         }
@@ -516,6 +550,13 @@ fn start_with<T: Serve>(
             rx.clone(),
         );
         let watch = if i == 0 { tls.clone() } else { None };
+        // HTTP/3's endpoints run on the first runtime: one UDP socket per address.
+        let udp = if i == 0 {
+            std::mem::take(&mut udp_sockets)
+        } else {
+            Vec::new()
+        };
+        let (quic, quic_kind) = (quic.clone(), quic_kind.clone());
         let name = format!("gatehouse-{i}");
         let t = std::thread::Builder::new()
             .name(name)
@@ -531,6 +572,18 @@ fn start_with<T: Serve>(
                         t.spawn_watch();
                     }
                     let mut loops = Vec::new();
+                    for (_, socket) in udp {
+                        if let Some(q) = &quic {
+                            loops.push(tokio::spawn(http3::serve(
+                                socket,
+                                quic_kind.clone(),
+                                svc.clone(),
+                                q.clone(),
+                                shared.clone(),
+                                rx.clone(),
+                            )));
+                        }
+                    }
                     for (kind, l, steered) in listeners {
                         let l = match tokio::net::TcpListener::from_std(l) {
                             Ok(l) => l,
@@ -982,11 +1035,9 @@ mod tests {
         let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let (stream, peer) = listener.accept().await.expect("accept");
         let front = Front {
-            hsts: None,
-            redirect: None,
-            acme: None,
             sendfile: true,
             max_uri_bytes: 8192,
+            ..Front::default()
         };
         let svc = Fronted::new(Arc::new(front), router);
         let (_tx, rx) = watch::channel(false);

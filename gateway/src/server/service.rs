@@ -6,6 +6,7 @@
 //! answers a request before the Service sees it, and adds HSTS to what comes back.
 
 use super::front::Front;
+pub use super::http3::RequestBody as Http3Body;
 use crate::body::{BoxError, GateBody, ObservedBody};
 use crate::proxy::ConnInfo;
 use crate::router::{GatewayRouter, RouterFuture};
@@ -31,6 +32,11 @@ pub trait Serve: Clone + Send + Sync + Unpin + 'static {
 
     fn serve(&self, req: Request<Incoming>, conn: ConnInfo) -> Self::Future;
 
+    /// The same for a request that came over HTTP/3, whose body is not hyper's.
+    type Http3Future: Future<Output = (http::response::Parts, ObservedBody)> + Send + 'static;
+
+    fn serve_http3(&self, req: Request<Http3Body>, conn: ConnInfo) -> Self::Http3Future;
+
     /// Where requests refused before reaching a route are counted, if anywhere.
     fn unrouted(&self) -> Option<&'static RouteMetrics> {
         None
@@ -41,6 +47,14 @@ impl Serve for GatewayRouter {
     type Future = RouterParts;
 
     fn serve(&self, req: Request<Incoming>, conn: ConnInfo) -> RouterParts {
+        RouterParts {
+            inner: self.dispatch(req, conn),
+        }
+    }
+
+    type Http3Future = RouterParts;
+
+    fn serve_http3(&self, req: Request<Http3Body>, conn: ConnInfo) -> RouterParts {
         RouterParts {
             inner: self.dispatch(req, conn),
         }
@@ -69,35 +83,59 @@ impl Future for RouterParts {
 
 /// Any tower Service, served by gatehouse's server (see [`crate::server::serve`]). Each
 /// request carries its connection as extensions: a [`ConnInfo`], axum's
-/// `ConnectInfo<SocketAddr>`, and gatehouse-layers' `ClientAddr` and `Https`. The Service is cloned for each request and called once, as
-/// `axum::serve` does; its response body is boxed.
+/// `ConnectInfo<SocketAddr>`, and gatehouse-layers' `ClientAddr` and `Https`. The Service
+/// is cloned for each request and called once, as `axum::serve` does; its response body is
+/// boxed. It takes hyper's bodies over HTTP/1 and HTTP/2 and axum's `Body` over HTTP/3, as
+/// any axum Router does.
 #[derive(Clone)]
 pub struct Tower<S>(pub S);
 
 impl<S, B> Serve for Tower<S>
 where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + Unpin + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
+    S: Service<Request<Incoming>, Response = Response<B>>
+        + Service<Request<axum::body::Body>, Response = Response<B>>
+        + Clone
+        + Send
+        + Sync
+        + Unpin
+        + 'static,
+    <S as Service<Request<Incoming>>>::Future: Send + 'static,
+    <S as Service<Request<Incoming>>>::Error: Into<BoxError>,
+    <S as Service<Request<axum::body::Body>>>::Future: Send + 'static,
+    <S as Service<Request<axum::body::Body>>>::Error: Into<BoxError>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
     type Future = TowerFuture<S, Request<Incoming>>;
 
     fn serve(&self, mut req: Request<Incoming>, conn: ConnInfo) -> Self::Future {
-        if let Some(peer) = conn.peer {
-            let ext = req.extensions_mut();
-            ext.insert(axum::extract::ConnectInfo(peer));
-            // What gatehouse's layers read first.
-            ext.insert(gatehouse_layers::client::ClientAddr(peer));
-        }
-        req.extensions_mut()
-            .insert(gatehouse_layers::client::Https(conn.https));
-        req.extensions_mut().insert(conn);
+        with_conn(&mut req, conn);
         TowerFuture {
             inner: Oneshot::new(self.0.clone(), req),
         }
     }
+
+    type Http3Future = TowerFuture<S, Request<axum::body::Body>>;
+
+    fn serve_http3(&self, req: Request<Http3Body>, conn: ConnInfo) -> Self::Http3Future {
+        let mut req = req.map(axum::body::Body::new);
+        with_conn(&mut req, conn);
+        TowerFuture {
+            inner: Oneshot::new(self.0.clone(), req),
+        }
+    }
+}
+
+/// The connection, as the extensions a Service of [`Tower`] reads it from.
+fn with_conn<B>(req: &mut Request<B>, conn: ConnInfo) {
+    let ext = req.extensions_mut();
+    if let Some(peer) = conn.peer {
+        ext.insert(axum::extract::ConnectInfo(peer));
+        // What gatehouse's layers read first.
+        ext.insert(gatehouse_layers::client::ClientAddr(peer));
+    }
+    ext.insert(gatehouse_layers::client::Https(conn.https));
+    ext.insert(conn);
 }
 
 pin_project! {
@@ -151,11 +189,23 @@ impl<T: Serve> Fronted<T> {
         self.front.sendfile
     }
 
-    pub(crate) fn serve(
+    pub(crate) fn serve(&self, req: Request<Incoming>, conn: ConnInfo) -> FrontFuture<T::Future> {
+        self.front(req, |req| self.inner.serve(req, conn))
+    }
+
+    pub(crate) fn serve_http3(
         &self,
-        mut req: Request<Incoming>,
+        req: Request<Http3Body>,
         conn: ConnInfo,
-    ) -> FrontFuture<T::Future> {
+    ) -> FrontFuture<T::Http3Future> {
+        self.front(req, |req| self.inner.serve_http3(req, conn))
+    }
+
+    fn front<B, F>(
+        &self,
+        mut req: Request<B>,
+        inner: impl FnOnce(Request<B>) -> F,
+    ) -> FrontFuture<F> {
         let front = &self.front;
         let early = match front.canonicalize(&mut req) {
             Some(res) => Some(res),
@@ -163,9 +213,7 @@ impl<T: Serve> Fronted<T> {
             None => None,
         };
         let kind = match early {
-            None => FrontKind::Inner {
-                fut: self.inner.serve(req, conn),
-            },
+            None => FrontKind::Inner { fut: inner(req) },
             Some(res) => {
                 let (parts, body) = res.into_parts();
                 let body = match self.inner.unrouted() {
@@ -187,6 +235,7 @@ impl<T: Serve> Fronted<T> {
         FrontFuture {
             kind,
             hsts: front.hsts.clone(),
+            alt_svc: front.alt_svc.clone(),
         }
     }
 }
@@ -197,6 +246,7 @@ pin_project! {
         #[pin]
         kind: FrontKind<F>,
         hsts: Option<http::HeaderValue>,
+        alt_svc: Option<http::HeaderValue>,
     }
 }
 
@@ -235,6 +285,9 @@ where
             parts
                 .headers
                 .insert(http::header::STRICT_TRANSPORT_SECURITY, h);
+        }
+        if let Some(h) = this.alt_svc.take() {
+            parts.headers.insert(http::header::ALT_SVC, h);
         }
         Poll::Ready((parts, body))
     }

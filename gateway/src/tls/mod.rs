@@ -20,6 +20,8 @@ use std::time::Duration;
 /// The TLS side of the server, shared by every HTTPS listener.
 pub struct Tls {
     pub(crate) config: Arc<ServerConfig>,
+    /// The QUIC side's configuration, when `tls.http3` is on.
+    pub(crate) quic: Option<Arc<quinn::crypto::rustls::QuicServerConfig>>,
     pub store: Arc<CertStore>,
     provider: Arc<CryptoProvider>,
     watched: Mutex<Vec<Watched>>,
@@ -72,38 +74,21 @@ impl Tls {
         let (files, watched) = load_all(&provider, &tls.certs)?;
         store.set_files(files);
 
-        let builder = ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| format!("tls: {e}"))?;
-        let builder = match &tls.client_ca {
-            Some(path) => {
-                let mut roots = rustls::RootCertStore::empty();
-                let pem = std::fs::read(path)
-                    .map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
-                use rustls::pki_types::pem::PemObject;
-                for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-                    let c = c.map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
-                    roots
-                        .add(c)
-                        .map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
-                }
-                if roots.is_empty() {
-                    return Err(format!(
-                        "tls.client_ca: {}: no certificate in it",
-                        path.display()
-                    ));
-                }
-                let mut v =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
-                if tls.client_auth_optional {
-                    v = v.allow_unauthenticated();
-                }
-                let v = v.build().map_err(|e| format!("tls.client_ca: {e}"))?;
-                builder.with_client_cert_verifier(v)
-            }
-            None => builder.with_no_client_auth(),
+        let verifier = match &tls.client_ca {
+            Some(path) => Some(client_verifier(&provider, path, tls.client_auth_optional)?),
+            None => None,
         };
-        let mut sc = builder.with_cert_resolver(store.clone());
+        let base = |versions: &[&'static rustls::SupportedProtocolVersion]| {
+            let builder = ServerConfig::builder_with_provider(provider.clone())
+                .with_protocol_versions(versions)
+                .map_err(|e| format!("tls: {e}"))?;
+            let builder = match &verifier {
+                Some(v) => builder.with_client_cert_verifier(v.clone()),
+                None => builder.with_no_client_auth(),
+            };
+            Ok::<_, String>(builder.with_cert_resolver(store.clone()))
+        };
+        let mut sc = base(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
         if tls.http2 {
             sc.alpn_protocols.push(b"h2".to_vec());
         }
@@ -126,12 +111,28 @@ impl Tls {
         sc.session_storage = ServerSessionMemoryCache::new(16 * 1024);
         sc.ignore_client_order = true;
 
+        // QUIC carries TLS 1.3 only (RFC 9001 §4.2), with the same certificates (SNI,
+        // reloads, ACME) and the same client verifier. 0-RTT stays off: rustls's
+        // `max_early_data_size` is 0 unless set, and a replayed request is not refused yet.
+        let quic = if tls.http3 {
+            let mut qc = base(&[&rustls::version::TLS13])?;
+            qc.alpn_protocols = vec![b"h3".to_vec()];
+            qc.ignore_client_order = true;
+            qc.session_storage = ServerSessionMemoryCache::new(16 * 1024);
+            let qc = quinn::crypto::rustls::QuicServerConfig::try_from(qc)
+                .map_err(|e| format!("tls.http3: {e}"))?;
+            Some(Arc::new(qc))
+        } else {
+            None
+        };
+
         let hsts = match &tls.hsts {
             Some(h) => Some(HeaderValue::from_str(h).map_err(|e| format!("tls.hsts: {e}"))?),
             None => None,
         };
         Ok(Arc::new(Tls {
             config: Arc::new(sc),
+            quic,
             store,
             provider,
             watched: Mutex::new(watched),
@@ -196,6 +197,34 @@ impl Tls {
             }
         });
     }
+}
+
+/// The mTLS verifier of `tls.client_ca`.
+fn client_verifier(
+    provider: &Arc<CryptoProvider>,
+    path: &std::path::Path,
+    optional: bool,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(path).map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
+    use rustls::pki_types::pem::PemObject;
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        let c = c.map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
+        roots
+            .add(c)
+            .map_err(|e| format!("tls.client_ca: {}: {e}", path.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!(
+            "tls.client_ca: {}: no certificate in it",
+            path.display()
+        ));
+    }
+    let mut v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+    if optional {
+        v = v.allow_unauthenticated();
+    }
+    v.build().map_err(|e| format!("tls.client_ca: {e}"))
 }
 
 fn load_one(provider: &CryptoProvider, c: &CertConfig) -> Result<Loaded, String> {

@@ -1,0 +1,466 @@
+//! HTTP/3 (RFC 9114) over QUIC (RFC 9000, RFC 9001) on the UDP side of each HTTPS
+//! listener, with `tls.http3`.
+//!
+//! quinn runs QUIC (loss recovery, flow control, the 3× anti-amplification limit of RFC
+//! 9000 §8.1, connection migration), h3 the HTTP/3 framing and QPACK. Each request goes
+//! through the same [`Fronted`] checks and Service as over TCP, so routes, layers, logs
+//! and metrics are the same; only the body types differ at this edge.
+//!
+//! Every buffer is bounded: what a connection may receive ahead of the Service
+//! (`receive_window`), what it may hold unsent (`send_window`, the HTTP/2 send budget), one
+//! body chunk per stream in flight, and the packets of handshakes not yet accepted.
+
+use super::service::{Fronted, Serve};
+use super::{ConnGuard, ListenerKind, Shared};
+use crate::body::BoxError;
+use crate::proxy::ConnInfo;
+use bytes::{Buf, Bytes};
+use gatehouse_config::Config;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Bytes a connection may receive ahead of what its requests' Services have read, over
+/// all its streams, and per stream. Uploads over loopback run at several GB/s with these;
+/// over a long path they bound one upload's rate to window ÷ RTT, as a TCP window would.
+const RECEIVE_WINDOW: u32 = 2 * 1024 * 1024;
+const STREAM_RECEIVE_WINDOW: u32 = 512 * 1024;
+
+/// What every HTTP/3 connection is set up with, built once at start.
+pub(crate) struct H3Settings {
+    pub(crate) server: quinn::ServerConfig,
+    max_header_bytes: u64,
+    /// A response chunk the client has not taken within this ends its stream.
+    stall: Duration,
+    handshake_timeout: Duration,
+    retry_above: usize,
+    max_connections: usize,
+    handshaking: AtomicUsize,
+    retries: metrics::Counter,
+}
+
+impl H3Settings {
+    pub(crate) fn new(
+        config: &Config,
+        quic: Arc<quinn::crypto::rustls::QuicServerConfig>,
+    ) -> Result<H3Settings, String> {
+        let Some(tls) = &config.tls else {
+            return Err("no [tls] table".into());
+        };
+        let mut t = quinn::TransportConfig::default();
+        t.max_concurrent_bidi_streams(tls.http3_max_streams.into())
+            // RFC 9114 §6.2: the peer's control stream and QPACK's two; a few more for
+            // stream types a client may add (and the receiver must ignore, §6.2.3).
+            .max_concurrent_uni_streams(8u32.into())
+            .receive_window(RECEIVE_WINDOW.into())
+            .stream_receive_window(STREAM_RECEIVE_WINDOW.into())
+            .send_window(config.limits.h2_send_buffer as u64);
+        let idle = quinn::IdleTimeout::try_from(config.timeouts.keep_alive)
+            .map_err(|_| "timeouts.keep_alive: too long for QUIC's idle timeout".to_string())?;
+        t.max_idle_timeout(Some(idle));
+        let mut server = quinn::ServerConfig::with_crypto(quic);
+        server
+            .transport_config(Arc::new(t))
+            .migration(true)
+            // Packets of handshakes not yet accepted: a flood of Initials queues no more.
+            .max_incoming(4096)
+            .incoming_buffer_size(64 * 1024)
+            .incoming_buffer_size_total(8 * 1024 * 1024);
+        Ok(H3Settings {
+            server,
+            max_header_bytes: config.limits.max_header_bytes as u64,
+            stall: config.timeouts.keep_alive,
+            handshake_timeout: tls.handshake_timeout,
+            retry_above: tls.http3_retry_above,
+            max_connections: config.limits.max_connections,
+            handshaking: AtomicUsize::new(0),
+            retries: metrics::counter!("gatehouse_quic_retries_total"),
+        })
+    }
+}
+
+/// Binds the UDP socket of an HTTPS listener's address (its TCP port, when that was 0).
+pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// Serves HTTP/3 on `socket` until shutdown, then drains: each connection is sent a
+/// GOAWAY (RFC 9114 §5.2) and closes once its requests are answered.
+pub(crate) async fn serve<T: Serve>(
+    socket: std::net::UdpSocket,
+    kind: Arc<ListenerKind>,
+    svc: T,
+    settings: Arc<H3Settings>,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let endpoint = match quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(settings.server.clone()),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    ) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!("http3 listener: {e}");
+            return;
+        }
+    };
+    if *shutdown.borrow() {
+        return;
+    }
+    loop {
+        let incoming = tokio::select! {
+            i = endpoint.accept() => i,
+            _ = shutdown.changed() => break,
+        };
+        let Some(incoming) = incoming else { break };
+        let open = shared.connections.fetch_add(1, Ordering::SeqCst);
+        if settings.max_connections > 0 && open >= settings.max_connections {
+            shared.connections.fetch_sub(1, Ordering::SeqCst);
+            kind.refused.increment(1);
+            incoming.refuse();
+            continue;
+        }
+        // RFC 9000 §8.1.2: under a flood of Initials (from spoofed addresses, say), make
+        // each client prove its address with a Retry before any handshake state is kept.
+        if !incoming.remote_address_validated()
+            && settings.handshaking.load(Ordering::Relaxed) >= settings.retry_above
+        {
+            shared.connections.fetch_sub(1, Ordering::SeqCst);
+            settings.retries.increment(1);
+            let _ = incoming.retry();
+            continue;
+        }
+        let connecting = match incoming.accept() {
+            Ok(c) => c,
+            Err(e) => {
+                shared.connections.fetch_sub(1, Ordering::SeqCst);
+                tracing::debug!("quic: {e}");
+                continue;
+            }
+        };
+        kind.open.increment(1.0);
+        let guard = ConnGuard(shared.clone(), kind.clone());
+        let svc = Fronted::new(kind.front.clone(), svc.clone());
+        let (settings, rx, kind) = (settings.clone(), shutdown.clone(), kind.clone());
+        tokio::spawn(async move {
+            connection(connecting, &kind, svc, &settings, rx).await;
+            drop(guard);
+        });
+    }
+    // No new connections; those open finish (the runtime is kept until they have).
+    endpoint.set_server_config(None);
+    shared.drained().await;
+    endpoint.wait_idle().await;
+}
+
+/// Counts a handshake in progress while it lives.
+struct Handshaking<'a>(&'a AtomicUsize);
+
+impl Drop for Handshaking<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn connection<T: Serve>(
+    connecting: quinn::Connecting,
+    kind: &ListenerKind,
+    svc: Fronted<T>,
+    settings: &H3Settings,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    settings.handshaking.fetch_add(1, Ordering::Relaxed);
+    let counted = Handshaking(&settings.handshaking);
+    let conn = match tokio::time::timeout(settings.handshake_timeout, connecting).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            kind.handshake_failures.increment(1);
+            tracing::debug!("quic handshake: {e}");
+            return;
+        }
+        Err(_) => {
+            kind.handshake_failures.increment(1);
+            tracing::debug!("quic handshake: timed out");
+            return;
+        }
+    };
+    drop(counted);
+    kind.handshakes.increment(1);
+    let mut h3 = match h3::server::builder()
+        .max_field_section_size(settings.max_header_bytes)
+        .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::debug!("http3 connection: {e}");
+            return;
+        }
+    };
+    let mut closing = *shutdown.borrow();
+    if closing {
+        let _ = h3.shutdown(0).await;
+    }
+    loop {
+        tokio::select! {
+            accepted = h3.accept() => match accepted {
+                Ok(Some(resolver)) => {
+                    // The address now: QUIC lets a client move (RFC 9000 §9).
+                    let conn_info = ConnInfo {
+                        peer: Some(conn.remote_address()),
+                        https: true,
+                    };
+                    let svc = svc.clone();
+                    let stall = settings.stall;
+                    tokio::spawn(async move {
+                        if let Ok((req, stream)) = resolver.resolve_request().await {
+                            request(req, stream, svc, conn_info, stall).await;
+                        }
+                    });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!("http3 connection: {e}");
+                    break;
+                }
+            },
+            _ = shutdown.changed(), if !closing => {
+                closing = true;
+                // RFC 9114 §5.2: GOAWAY; the requests already accepted are answered.
+                let _ = h3.shutdown(0).await;
+            }
+        }
+    }
+}
+
+type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
+
+/// One request: through the listener's checks and the Service, then its response out.
+async fn request<T: Serve>(
+    req: Request<()>,
+    stream: Stream,
+    svc: Fronted<T>,
+    conn: ConnInfo,
+    stall: Duration,
+) {
+    let (mut send, recv) = stream.split();
+    let head_only = req.method() == Method::HEAD;
+    let declared = match content_length(req.headers()) {
+        Ok(n) => n,
+        Err(()) => {
+            // RFC 9114 §4.1.2: a malformed request.
+            let _ = respond_plain(&mut send, StatusCode::BAD_REQUEST, "bad request\n").await;
+            return;
+        }
+    };
+    let mut body = RequestBody::new(recv, declared);
+    // A GET or HEAD is ended by its HEADERS frame's FIN as a rule; without this one look the
+    // proxy could not tell an empty body from a body to come, and would forward it chunked.
+    if declared.is_none() && matches!(*req.method(), Method::GET | Method::HEAD) {
+        body.settle().await;
+    }
+    let req = req.map(|()| body);
+    let mut fut = std::pin::pin!(svc.serve_http3(req, conn));
+    let (mut parts, mut body) = std::future::poll_fn(|cx| fut.as_mut().poll_parts(cx)).await;
+    // RFC 9114 §4.2: connection-specific fields are malformed in HTTP/3.
+    for name in [
+        http::header::CONNECTION,
+        http::header::TRANSFER_ENCODING,
+        http::header::UPGRADE,
+        http::header::HeaderName::from_static("keep-alive"),
+        http::header::HeaderName::from_static("proxy-connection"),
+    ] {
+        parts.headers.remove(name);
+    }
+    let bodiless = head_only
+        || parts.status == StatusCode::NO_CONTENT
+        || parts.status == StatusCode::NOT_MODIFIED;
+    if send
+        .send_response(Response::from_parts(parts, ()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    if !bodiless {
+        loop {
+            let frame = match body.frame().await {
+                None => break,
+                Some(Ok(f)) => f,
+                Some(Err(e)) => {
+                    tracing::debug!("http3 response body: {e}");
+                    send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                    return;
+                }
+            };
+            match frame.into_data() {
+                Ok(data) if data.is_empty() => {}
+                Ok(data) => match tokio::time::timeout(stall, send.send_data(data)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        send.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+                        return;
+                    }
+                },
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        let _ = send.send_trailers(trailers).await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+    drop(body);
+    let _ = send.finish().await;
+}
+
+async fn respond_plain(
+    send: &mut SendHalf,
+    status: StatusCode,
+    text: &'static str,
+) -> Result<(), h3::error::StreamError> {
+    let mut res = Response::new(());
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    res.headers_mut()
+        .insert(http::header::CONTENT_LENGTH, text.len().into());
+    send.send_response(res).await?;
+    send.send_data(Bytes::from_static(text.as_bytes())).await?;
+    send.finish().await
+}
+
+/// The one `Content-Length` of a request, if any; two that differ, or one that is not a
+/// number, is an error (RFC 9110 §8.6).
+fn content_length(h: &HeaderMap) -> Result<Option<u64>, ()> {
+    let mut found = None;
+    for v in h.get_all(http::header::CONTENT_LENGTH) {
+        let n = std::str::from_utf8(v.as_bytes())
+            .ok()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or(())?;
+        if found.is_some_and(|f| f != n) {
+            return Err(());
+        }
+        found = Some(n);
+    }
+    Ok(found)
+}
+
+/// A request's body, read from its stream as the Service asks for it. With a
+/// `Content-Length`, DATA that adds up to more or less is an error (RFC 9114 §4.1.2), so
+/// that what is forwarded under that length is exactly what came.
+pub struct RequestBody {
+    recv: RecvHalf,
+    first: Option<Bytes>,
+    done: bool,
+    declared: Option<u64>,
+    received: u64,
+}
+
+impl RequestBody {
+    fn new(recv: RecvHalf, declared: Option<u64>) -> RequestBody {
+        RequestBody {
+            recv,
+            first: None,
+            done: declared == Some(0),
+            declared,
+            received: 0,
+        }
+    }
+
+    /// Reads until the body is known to be empty or its first chunk is in.
+    async fn settle(&mut self) {
+        if self.done || self.first.is_some() {
+            return;
+        }
+        match self.recv.recv_data().await {
+            Ok(None) => self.done = true,
+            Ok(Some(mut b)) => self.first = Some(b.copy_to_bytes(b.remaining())),
+            // Reported again when the body is read, if it ever is.
+            Err(_) => {}
+        }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        let chunk = match this.first.take() {
+            Some(b) => Some(b),
+            None if this.done => return Poll::Ready(None),
+            None => match std::task::ready!(this.recv.poll_recv_data(cx)) {
+                Ok(Some(mut b)) => Some(b.copy_to_bytes(b.remaining())),
+                Ok(None) => None,
+                Err(e) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+            },
+        };
+        match chunk {
+            Some(b) => {
+                this.received += b.len() as u64;
+                if this.declared.is_some_and(|d| this.received > d) {
+                    this.done = true;
+                    return Poll::Ready(Some(
+                        Err("request body longer than Content-Length".into()),
+                    ));
+                }
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            None => {
+                this.done = true;
+                if this.declared.is_some_and(|d| this.received != d) {
+                    return Poll::Ready(Some(Err(
+                        "request body shorter than Content-Length".into()
+                    )));
+                }
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.first.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.declared {
+            Some(d) => SizeHint::with_exact(d.saturating_sub(self.received)),
+            None if self.is_end_stream() => SizeHint::with_exact(0),
+            None => SizeHint::default(),
+        }
+    }
+}

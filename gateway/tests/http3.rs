@@ -1,0 +1,438 @@
+//! HTTP/3 on the HTTPS listeners (`tls.http3`), asked by a real client: aioquic, through
+//! `tests/fixtures/h3_client.py`. Static files with ranges and conditionals, the reverse
+//! proxy with an upload, auth and IP rules, 100 streams on one connection, the access log,
+//! and `Alt-Svc` on the TCP side.
+use crate::common;
+use common::pki::Ca;
+use common::*;
+use std::io::Write;
+use std::path::Path;
+
+const APR1: &str = "$apr1$abcdefgh$M2T3erDstkD7SsE2QQnfH0"; // "s3cret"
+
+struct H3 {
+    ca_file: String,
+    dir: tempfile::TempDir,
+}
+
+impl H3 {
+    fn new() -> H3 {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new("gatehouse http3 test CA");
+        let leaf = ca.leaf(&["localhost"], "L");
+        let write = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p.display().to_string()
+        };
+        let ca_file = write("ca.pem", &ca.pem);
+        write("l.crt", &leaf.cert_pem);
+        write("l.key", &leaf.key_pem);
+        H3 { ca_file, dir }
+    }
+
+    /// `[tls]` with HTTP/3 on one ephemeral port.
+    fn tls(&self) -> String {
+        let d = self.dir.path();
+        format!(
+            "[timeouts]\ndrain = \"200ms\"\n[tls]\nlisten = \"127.0.0.1:0\"\nhttp3 = true\n\
+             [[tls.certs]]\ncert = {:?}\nkey = {:?}\n",
+            d.join("l.crt").display().to_string(),
+            d.join("l.key").display().to_string()
+        )
+    }
+}
+
+#[derive(Debug)]
+struct Got {
+    status: u16,
+    headers: Vec<(String, String)>,
+    len: u64,
+    sha256: String,
+    body: String,
+    error: Option<String>,
+}
+
+impl Got {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One request for [`ask`]: method, path, headers, and a file to send as the body.
+struct Req<'a>(&'a str, &'a str, &'a [(&'a str, &'a str)], Option<&'a Path>);
+
+fn get(path: &str) -> Req<'_> {
+    Req("GET", path, &[], None)
+}
+
+/// Sends `reqs` at once, each on its own stream of one QUIC connection to `port`.
+fn ask(h: &H3, port: u16, reqs: &[Req]) -> Vec<Got> {
+    let requests: Vec<serde_json::Value> = reqs
+        .iter()
+        .map(|Req(m, p, hs, file)| {
+            serde_json::json!({
+                "method": m,
+                "path": p,
+                "headers": hs.iter().map(|(k, v)| [k, v]).collect::<Vec<_>>(),
+                "body_file": file.map(|f| f.display().to_string()),
+            })
+        })
+        .collect();
+    let job = serde_json::json!({
+        "port": port,
+        "ca": h.ca_file,
+        "server_name": "localhost",
+        "authority": format!("localhost:{port}"),
+        "requests": requests,
+    });
+    let script = fixtures().join("h3_client.py");
+    let mut child = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("60")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(job.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "h3 client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let got: Vec<Got> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            Got {
+                status: v["status"].as_u64().unwrap_or(0) as u16,
+                headers: v["headers"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|p| {
+                                (
+                                    p[0].as_str().unwrap().to_string(),
+                                    p[1].as_str().unwrap().to_string(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                len: v["len"].as_u64().unwrap_or(0),
+                sha256: v["sha256"].as_str().unwrap_or("").to_string(),
+                body: v["body"].as_str().unwrap_or("").to_string(),
+                error: v["error"].as_str().map(str::to_string),
+            }
+        })
+        .collect();
+    assert_eq!(got.len(), reqs.len(), "{text}");
+    got
+}
+
+fn sha256_of(p: &Path) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .arg(p)
+        .output()
+        .expect("sha256sum");
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+/// A file of `len` bytes that no compression shortens much.
+fn noise(p: &Path, len: usize) {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let bytes: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(p, bytes).unwrap();
+}
+
+fn port(s: &TestServer) -> u16 {
+    s.handle().https_addrs()[0].port()
+}
+
+#[test]
+fn static_files_ranges_conditionals_and_a_large_file() {
+    let h = H3::new();
+    let log = h.dir.path().join("access.log");
+    let s = TestServer::site(&format!(
+        "{}[[routes]]\n[routes.static]\n[routes.access_log]\npath = {:?}\n\
+         template = \"$server_protocol $request_method $request_uri $status $body_bytes_sent\"\n",
+        h.tls(),
+        log.display().to_string()
+    ));
+    let big = s.root.join("big.bin");
+    noise(&big, 10 * 1024 * 1024);
+    let p = port(&s);
+    let first = ask(&h, p, &[get("/hello.txt")]);
+    let etag = first[0].header("etag").expect("etag").to_string();
+    let got = ask(
+        &h,
+        p,
+        &[
+            get("/hello.txt"),
+            Req("HEAD", "/hello.txt", &[], None),
+            Req("GET", "/digits.txt", &[("range", "bytes=10-19")], None),
+            Req("GET", "/hello.txt", &[("if-none-match", &etag)], None),
+            get("/big.bin"),
+            get("/missing"),
+        ],
+    );
+    let want = std::fs::read_to_string(s.root.join("hello.txt")).unwrap();
+    assert_eq!((got[0].status, got[0].body.as_str()), (200, want.as_str()));
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].len, 0, "HEAD has no body");
+    assert_eq!(
+        got[1].header("content-length"),
+        Some(want.len().to_string().as_str())
+    );
+    let digits = std::fs::read_to_string(s.root.join("digits.txt")).unwrap();
+    assert_eq!(got[2].status, 206);
+    assert_eq!(got[2].body, digits[10..20]);
+    assert_eq!(
+        got[2].header("content-range"),
+        Some(format!("bytes 10-19/{}", digits.len()).as_str())
+    );
+    assert_eq!((got[3].status, got[3].len), (304, 0));
+    assert_eq!(got[4].status, 200);
+    assert_eq!(got[4].len, 10 * 1024 * 1024);
+    assert_eq!(got[4].sha256, sha256_of(&big));
+    assert_eq!(got[5].status, 404);
+    // HTTP/3 responses don't advertise HTTP/3 again; none carries a connection field.
+    for g in &got {
+        assert_eq!(g.header("alt-svc"), None);
+        assert_eq!(g.header("connection"), None);
+    }
+    drop(s);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("HTTP/3.0 GET /hello.txt 200 13\n"), "{text}");
+    assert!(
+        text.contains("HTTP/3.0 GET /big.bin 200 10485760\n"),
+        "{text}"
+    );
+    assert!(text.contains("HTTP/3.0 GET /digits.txt 206 10\n"), "{text}");
+}
+
+#[test]
+fn tcp_responses_advertise_the_udp_port() {
+    let h = H3::new();
+    let s = TestServer::site(&h.tls());
+    let addr = s.handle().https_addrs()[0];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let alt = rt.block_on(async {
+        let ca = std::fs::read_to_string(&h.ca_file).unwrap();
+        let cfg = common::tls::client_config(&ca, &[b"http/1.1"], None);
+        let stream = common::tls::connect(addr, "localhost", &cfg).await.unwrap();
+        let mut c = common::tls::H1::new(stream).await;
+        let got = c.get("localhost", "/hello.txt").await.unwrap();
+        got.headers
+            .get("alt-svc")
+            .map(|v| v.to_str().unwrap().to_string())
+    });
+    assert_eq!(alt, Some(format!("h3=\":{}\"; ma=86400", addr.port())));
+    // And that port answers HTTP/3.
+    assert_eq!(ask(&h, addr.port(), &[get("/hello.txt")])[0].status, 200);
+}
+
+#[test]
+fn a_hundred_streams_on_one_connection() {
+    let h = H3::new();
+    let s = TestServer::site(&h.tls());
+    let paths: Vec<String> = (0..100)
+        .map(|i| ["/hello.txt", "/app.js", "/style.css", "/data.json"][i % 4].to_string())
+        .collect();
+    let reqs: Vec<Req> = paths.iter().map(|p| get(p)).collect();
+    let got = ask(&h, port(&s), &reqs);
+    for (g, p) in got.iter().zip(&paths) {
+        let want = std::fs::read_to_string(s.root.join(&p[1..])).unwrap();
+        assert_eq!((g.status, g.body.as_str()), (200, want.as_str()), "{p}");
+    }
+}
+
+/// A backend that answers with what it received: the body, and how it was framed.
+fn echo_backend() -> std::net::SocketAddr {
+    use axum::http::HeaderMap;
+    let app =
+        axum::Router::new().fallback(|headers: HeaderMap, body: axum::body::Bytes| async move {
+            let seen = |n: &str| {
+                headers
+                    .get(n)
+                    .map_or("-".to_string(), |v| v.to_str().unwrap_or("?").to_string())
+            };
+            (
+                [
+                    ("x-seen-te", seen("transfer-encoding")),
+                    ("x-seen-cl", seen("content-length")),
+                    ("x-seen-via", seen("via")),
+                    ("x-seen-xff", seen("x-forwarded-for")),
+                ],
+                body,
+            )
+        });
+    serve_axum(
+        loopback(),
+        app.layer(axum::extract::DefaultBodyLimit::disable()),
+    )
+}
+
+#[test]
+fn the_proxy_forwards_uploads_and_bodiless_requests_as_they_came() {
+    let h = H3::new();
+    let up = echo_backend();
+    let s = TestServer::site(&format!(
+        "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+        h.tls()
+    ));
+    let upload = h.dir.path().join("upload.bin");
+    noise(&upload, 10 * 1024 * 1024);
+    let small = h.dir.path().join("small.txt");
+    std::fs::write(&small, "hello").unwrap();
+    let got = ask(
+        &h,
+        port(&s),
+        &[
+            get("/api/x"),
+            Req("POST", "/api/up", &[], Some(&upload)),
+            Req(
+                "POST",
+                "/api/small",
+                &[("content-length", "5")],
+                Some(&small),
+            ),
+        ],
+    );
+    // A GET ends with its HEADERS: forwarded without a body or its framing.
+    assert_eq!(got[0].status, 200);
+    assert_eq!(got[0].header("x-seen-te"), Some("-"));
+    assert_eq!(got[0].header("x-seen-cl"), Some("-"));
+    assert_eq!(got[0].header("x-seen-via"), Some("3 gatehouse"));
+    assert_eq!(got[0].header("x-seen-xff"), Some("127.0.0.1"));
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].len, 10 * 1024 * 1024);
+    assert_eq!(got[1].sha256, sha256_of(&upload));
+    assert_eq!(got[2].status, 200);
+    assert_eq!(got[2].body, "hello");
+    assert_eq!(got[2].header("x-seen-cl"), Some("5"));
+}
+
+#[test]
+fn a_body_that_disagrees_with_its_length_never_reaches_the_upstream() {
+    let h = H3::new();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = hits.clone();
+    let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            body
+        }
+    });
+    let up = serve_axum(loopback(), app);
+    let s = TestServer::site(&format!(
+        "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+        h.tls()
+    ));
+    let body = h.dir.path().join("ten.txt");
+    std::fs::write(&body, "0123456789").unwrap();
+    let got = ask(
+        &h,
+        port(&s),
+        &[
+            Req("POST", "/api/long", &[("content-length", "5")], Some(&body)),
+            Req(
+                "POST",
+                "/api/short",
+                &[("content-length", "20")],
+                Some(&body),
+            ),
+            Req(
+                "POST",
+                "/api/two",
+                &[("content-length", "10"), ("content-length", "11")],
+                Some(&body),
+            ),
+        ],
+    );
+    for g in &got {
+        assert!(
+            g.error.is_some() || g.status >= 400,
+            "a mismatched body was answered: {g:?}"
+        );
+    }
+    assert_eq!(got[2].status, 400);
+    // A whole request that reached the backend would have been counted.
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[test]
+fn auth_and_ip_rules_hold_over_http3() {
+    let h = H3::new();
+    let users = h.dir.path().join("users");
+    std::fs::write(&users, format!("ann:{APR1}\n")).unwrap();
+    // The catch-all route serves `staff/x.txt` too: a spelling that reached it unchecked
+    // would get the file.
+    let staff = h.dir.path().join("site/staff");
+    std::fs::create_dir_all(&staff).unwrap();
+    std::fs::write(staff.join("x.txt"), "staff only").unwrap();
+    copy_dir(&fixtures().join("site"), &h.dir.path().join("site"));
+    let s = TestServer::start(
+        &h.dir.path().join("site"),
+        &format!(
+            "{}[[routes]]\npath = \"/closed\"\n[routes.static]\n[routes.access]\ndeny = [\"127.0.0.0/8\"]\n\
+             [[routes]]\npath = \"/staff\"\n[routes.static]\nroot = {:?}\n[routes.auth]\nhtpasswd = {:?}\n\
+             [[routes]]\n[routes.static]\n",
+            h.tls(),
+            staff.display().to_string(),
+            users.display().to_string()
+        ),
+    );
+    use base64::Engine;
+    let good = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("ann:s3cret")
+    );
+    let got = ask(
+        &h,
+        port(&s),
+        &[
+            get("/closed/hello.txt"),
+            get("/staff/x.txt"),
+            get("/Staff/../staff/x.txt"),
+            get("/%73taff/x.txt"),
+            Req("GET", "/staff/x.txt", &[("authorization", &good)], None),
+        ],
+    );
+    assert_eq!(got[0].status, 403);
+    assert_eq!(got[1].status, 401);
+    assert!(got[1].header("www-authenticate").is_some());
+    for g in &got[2..4] {
+        assert_ne!(g.body, "staff only", "{g:?}");
+    }
+    assert_eq!((got[4].status, got[4].body.as_str()), (200, "staff only"));
+}
+
+#[test]
+fn bad_http3_settings_name_their_key() {
+    let e = load_config(
+        "[tls]\nhttp3 = true\nhttp3_max_streams = 0\n[[tls.certs]]\ncert = \"a\"\nkey = \"b\"\n"
+            .into(),
+    )
+    .unwrap_err();
+    assert!(e.contains("tls.http3_max_streams"), "{e}");
+}
