@@ -58,9 +58,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" > /dev/null
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
-if ! command -v oha > /dev/null; then
-  echo "== installing oha (a few minutes)"
-  cargo install oha --locked --quiet
+# With HTTP/3 (bench's h3-* scenarios): an oha built without it is replaced.
+if ! command -v oha > /dev/null || ! oha --help | grep -q 'Available values 0.9, 1.0, 1.1, 2, 3'; then
+  echo "== installing oha with HTTP/3 (a few minutes)"
+  cargo install oha --locked --quiet --force --features http3
 fi
 
 # The documentation is an mdBook (docs/): built, and its links checked, below.
@@ -89,6 +90,12 @@ if ! python3 -c 'import kubernetes_validate, yaml' 2> /dev/null; then
   echo "== installing kubernetes-validate (PyPI)"
   python3 -m pip install --quiet --user kubernetes-validate 2> /dev/null \
     || python3 -m pip install --quiet --user --break-system-packages kubernetes-validate
+fi
+# An HTTP/3 client for the http3 tests (gateway/tests/fixtures/h3_client.py), from PyPI.
+if ! python3 -c 'import aioquic' 2> /dev/null; then
+  echo "== installing aioquic (PyPI)"
+  python3 -m pip install --quiet --user aioquic 2> /dev/null \
+    || python3 -m pip install --quiet --user --break-system-packages aioquic
 fi
 export PATH="$HOME/.local/bin:$PATH"
 

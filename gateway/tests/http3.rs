@@ -436,3 +436,100 @@ fn bad_http3_settings_name_their_key() {
     .unwrap_err();
     assert!(e.contains("tls.http3_max_streams"), "{e}");
 }
+
+/// The SPKI SHA-256 of a PEM certificate, base64, as Chromium's
+/// `--ignore-certificate-errors-spki-list` takes it.
+fn spki_hash(cert: &Path) -> String {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der \
+             | openssl dgst -sha256 -binary | base64",
+            cert.display()
+        ))
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "openssl failed");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Headless Chromium, forced onto QUIC for the server's origin, loads a page with a
+/// stylesheet and a script: the page and each resource report `h3` as their protocol.
+#[test]
+fn chromium_loads_a_page_and_its_resources_over_http3() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    let h = H3::new();
+    let s = TestServer::site(&h.tls());
+    std::fs::write(
+        s.root.join("h3.html"),
+        r#"<html><head><link rel="stylesheet" href="/style.css"><script src="/app.js"></script>
+</head><body>waiting<script>
+window.addEventListener("load", () => {
+  const nav = performance.getEntriesByType("navigation")[0];
+  const rs = performance.getEntriesByType("resource")
+    .map(r => new URL(r.name).pathname + "=" + r.nextHopProtocol).sort();
+  document.body.textContent = "page=" + (nav && nav.nextHopProtocol) + "|" + rs.join("|");
+});
+</script></body></html>"#,
+    )
+    .unwrap();
+    let p = port(&s);
+    let profile = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(&chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-quic",
+            "--virtual-time-budget=10000",
+        ])
+        .arg(format!("--origin-to-force-quic-on=localhost:{p}"))
+        // Chromium asks ::1 first, where the test server does not listen.
+        .arg("--host-resolver-rules=MAP localhost 127.0.0.1")
+        .arg(format!(
+            "--ignore-certificate-errors-spki-list={}",
+            spki_hash(&h.dir.path().join("l.crt"))
+        ))
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("https://localhost:{p}/h3.html"))
+        .output()
+        .unwrap_or_else(|e| panic!("running {chromium} (Debian's chromium package): {e}"));
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("page=h3|/app.js=h3|/style.css=h3"),
+        "the page said: {dom}\nchromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// 200 clients from 200 ports each send a first flight and never answer. Past
+/// `http3_retry_above` handshakes in progress, the rest are sent a Retry (no state kept
+/// for them), and a real client still gets through (it answers its Retry).
+#[test]
+fn a_flood_of_initials_is_answered_with_retries() {
+    let h = H3::new();
+    let s = TestServer::site(
+        &h.tls()
+            .replace("http3 = true\n", "http3 = true\nhttp3_retry_above = 8\n"),
+    );
+    let p = port(&s);
+    let out = std::process::Command::new("python3")
+        .arg(fixtures().join("h3_flood.py"))
+        .args([p.to_string(), "200".into(), "5".into()])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "flood: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (retry, handshake) = (
+        v["retry"].as_u64().unwrap(),
+        v["handshake"].as_u64().unwrap(),
+    );
+    assert!(handshake <= 8, "more handshakes than allowed: {v}");
+    assert!(retry >= 190, "too few Retries: {v}");
+    assert_eq!(ask(&h, p, &[get("/hello.txt")])[0].status, 200);
+}
