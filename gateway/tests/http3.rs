@@ -533,3 +533,137 @@ fn a_flood_of_initials_is_answered_with_retries() {
     assert!(retry >= 190, "too few Retries: {v}");
     assert_eq!(ask(&h, p, &[get("/hello.txt")])[0].status, 200);
 }
+
+/// A request in flight when the server shuts down is answered in full: the connection gets
+/// a GOAWAY and is closed only once its client has the response.
+#[test]
+fn shutdown_drains_a_request_in_flight() {
+    let h = H3::new();
+    let app = axum::Router::new().fallback(|| async {
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        vec![b'x'; 256 * 1024]
+    });
+    let up = serve_axum(loopback(), app);
+    let s = TestServer::site(
+        &format!(
+            "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+            h.tls()
+        )
+        .replace("drain = \"200ms\"", "drain = \"10s\""),
+    );
+    let p = port(&s);
+    let client = std::thread::spawn(move || {
+        let got = ask(&h, p, &[get("/api/slow")]);
+        drop(h);
+        got
+    });
+    // Python's start and the handshake take a few hundred ms; the backend answers at 1.5 s.
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    let clean = s.shutdown();
+    let got = client.join().unwrap();
+    assert_eq!(
+        (got[0].status, got[0].len),
+        (200, 256 * 1024),
+        "{:?}",
+        got[0].error
+    );
+    assert!(clean, "the drain did not finish in time");
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Ten clients each ask for a 10 MiB file on 100 streams at once, then read nothing: no
+/// flow-control credit, no acknowledgements. What the server holds for them is bounded by
+/// each connection's send budget (`limits.h2_send_buffer`, as for HTTP/2) and QUIC's
+/// windows, not by streams × file chunks (100 × 256 KiB a connection).
+#[test]
+fn clients_that_never_read_hold_bounded_memory() {
+    let h = H3::new();
+    let root = tempfile::tempdir().unwrap();
+    noise(&root.path().join("big.bin"), 10 * 1024 * 1024);
+    let p = free_port();
+    let tls = h
+        .tls()
+        .replace("127.0.0.1:0", &format!("127.0.0.1:{p}"))
+        .replace("[timeouts]\n", "[timeouts]\nkeep_alive = \"30s\"\n");
+    let mut g = spawn_gatehouse_in(root.path(), &tls);
+    let pid = g.child.id();
+    // Warm: one full download, so the baseline has the runtime's and the file's memory.
+    assert_eq!(ask(&h, p, &[get("/big.bin")])[0].len, 10 * 1024 * 1024);
+    let before = rss_kib(pid);
+    let mut starve = std::process::Command::new("python3")
+        .arg(fixtures().join("h3_starve.py"))
+        .args([
+            p.to_string(),
+            "10".into(),
+            "100".into(),
+            "/big.bin".into(),
+            "4".into(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(starve.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(
+        line.trim(),
+        "asked",
+        "the clients did not get their requests out"
+    );
+    let mut peak = 0;
+    for _ in 0..30 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        peak = peak.max(rss_kib(pid));
+    }
+    let _ = starve.wait();
+    let grown_mib = peak.saturating_sub(before) / 1024;
+    // Per connection: 1 MiB of send budget, 1 MiB of quinn's send window, and bookkeeping.
+    assert!(
+        grown_mib < 48,
+        "the server grew by {grown_mib} MiB for 10 clients that read nothing"
+    );
+    // And it still serves.
+    assert_eq!(ask(&h, p, &[get("/big.bin")])[0].len, 10 * 1024 * 1024);
+    let _ = g.child.kill();
+}
+
+/// A frame other than DATA is held whole until it has all arrived: one announced as 1 GiB
+/// is refused at once, on a request stream and on the control stream, instead of being
+/// read into memory for as long as the client sends (vendor/h3/GATEHOUSE.md).
+#[test]
+fn a_frame_too_long_to_hold_is_refused() {
+    let h = H3::new();
+    let s = TestServer::site(&h.tls());
+    let p = port(&s);
+    for kind in ["request", "control"] {
+        let out = std::process::Command::new("python3")
+            .arg(fixtures().join("h3_bigframe.py"))
+            .args([p.to_string(), kind.to_string()])
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // H3_FRAME_ERROR (RFC 9114 §8.1), before the client could send much of it.
+        let stopped = v["stopped"].as_str().unwrap_or("");
+        assert!(stopped.ends_with("0x106"), "{kind}: not refused: {v}");
+        assert!(v["sent"].as_u64().unwrap() < 4 * 1024 * 1024, "{kind}: {v}");
+    }
+    // The server goes on serving.
+    assert_eq!(ask(&h, p, &[get("/hello.txt")])[0].status, 200);
+}

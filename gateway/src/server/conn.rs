@@ -406,6 +406,22 @@ pub(crate) struct ConnBody {
     gate: Option<Box<h2send::Gate>>,
 }
 
+impl ConnBody {
+    /// An HTTP/3 response body: one that reads as it goes takes what it reads from its
+    /// connection's budget, as an HTTP/2 body does (see [`h2send`]).
+    pub(crate) fn http3(mut inner: Inner, budget: &h2send::ConnBudget) -> ConnBody {
+        let gate = match inner.get_mut() {
+            GateBody::Empty | GateBody::Full(_) => None,
+            _ => Some(budget.gate()),
+        };
+        ConnBody {
+            inner,
+            state: None,
+            gate,
+        }
+    }
+}
+
 impl Drop for ConnBody {
     fn drop(&mut self) {
         if let Some(state) = self.state.take() {

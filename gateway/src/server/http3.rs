@@ -10,6 +10,7 @@
 //! (`receive_window`), what it may hold unsent (`send_window`, the HTTP/2 send budget), one
 //! body chunk per stream in flight, and the packets of handshakes not yet accepted.
 
+use super::h2send;
 use super::service::{Fronted, Serve};
 use super::{ConnGuard, ListenerKind, Shared};
 use crate::body::BoxError;
@@ -39,6 +40,10 @@ pub(crate) struct H3Settings {
     max_header_bytes: u64,
     /// A response chunk the client has not taken within this ends its stream.
     stall: Duration,
+    /// A request's header section, and a GET's end, must arrive within this.
+    header_read: Duration,
+    /// A connection without requests for this long is closed.
+    keep_alive: Duration,
     handshake_timeout: Duration,
     retry_above: usize,
     max_connections: usize,
@@ -77,6 +82,8 @@ impl H3Settings {
             server,
             max_header_bytes: config.limits.max_header_bytes as u64,
             stall: config.timeouts.keep_alive,
+            header_read: config.timeouts.header_read,
+            keep_alive: config.timeouts.keep_alive,
             handshake_timeout: tls.handshake_timeout,
             retry_above: tls.http3_retry_above,
             max_connections: config.limits.max_connections,
@@ -107,6 +114,7 @@ pub(crate) async fn serve<T: Serve>(
     kind: Arc<ListenerKind>,
     svc: T,
     settings: Arc<H3Settings>,
+    send_pool: Arc<h2send::Pool>,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -140,6 +148,7 @@ pub(crate) async fn serve<T: Serve>(
         }
         // RFC 9000 §8.1.2: under a flood of Initials (from spoofed addresses, say), make
         // each client prove its address with a Retry before any handshake state is kept.
+        // Counted here, not in the task: quinn hands over a burst without yielding.
         if !incoming.remote_address_validated()
             && settings.handshaking.load(Ordering::Relaxed) >= settings.retry_above
         {
@@ -156,39 +165,50 @@ pub(crate) async fn serve<T: Serve>(
                 continue;
             }
         };
+        let counted = Handshaking::new(settings.clone());
         kind.open.increment(1.0);
         let guard = ConnGuard(shared.clone(), kind.clone());
         let svc = Fronted::new(kind.front.clone(), svc.clone());
         let (settings, rx, kind) = (settings.clone(), shutdown.clone(), kind.clone());
+        let budget = Arc::new(h2send::ConnBudget::new(send_pool.clone()));
         tokio::spawn(async move {
-            connection(connecting, &kind, svc, &settings, rx).await;
+            connection(connecting, counted, &kind, svc, &settings, budget, rx).await;
             drop(guard);
         });
     }
-    // No new connections; those open finish (the runtime is kept until they have).
+    // No new connections; those open finish within the drain, then the rest are closed.
     endpoint.set_server_config(None);
     shared.drained().await;
-    endpoint.wait_idle().await;
+    // H3_NO_ERROR (RFC 9114 §8.1), 0x100: fits any VarInt.
+    endpoint.close(quinn::VarInt::from_u32(0x100), b"shutdown");
+    let _ = tokio::time::timeout(DRAIN_WAIT, endpoint.wait_idle()).await;
 }
 
 /// Counts a handshake in progress while it lives.
-struct Handshaking<'a>(&'a AtomicUsize);
+struct Handshaking(Arc<H3Settings>);
 
-impl Drop for Handshaking<'_> {
+impl Handshaking {
+    fn new(settings: Arc<H3Settings>) -> Handshaking {
+        settings.handshaking.fetch_add(1, Ordering::Relaxed);
+        Handshaking(settings)
+    }
+}
+
+impl Drop for Handshaking {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.handshaking.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 async fn connection<T: Serve>(
     connecting: quinn::Connecting,
+    counted: Handshaking,
     kind: &ListenerKind,
     svc: Fronted<T>,
     settings: &H3Settings,
+    budget: Arc<h2send::ConnBudget>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    settings.handshaking.fetch_add(1, Ordering::Relaxed);
-    let counted = Handshaking(&settings.handshaking);
     let conn = match tokio::time::timeout(settings.handshake_timeout, connecting).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -204,35 +224,60 @@ async fn connection<T: Serve>(
     };
     drop(counted);
     kind.handshakes.increment(1);
-    let mut h3 = match h3::server::builder()
-        .max_field_section_size(settings.max_header_bytes)
-        .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
-        .await
-    {
-        Ok(h) => h,
-        Err(e) => {
+    // The address the handshake validated, for every request of the connection. quinn moves
+    // a connection to a new address on its first packet from there (RFC 9000 §9), before
+    // that path is validated: a forged source address must not become the client that IP
+    // rules, rate limits and X-Forwarded-For see.
+    let conn_info = ConnInfo {
+        peer: Some(conn.remote_address()),
+        https: true,
+    };
+    let mut builder = h3::server::builder();
+    builder.max_field_section_size(settings.max_header_bytes);
+    let build = builder.build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()));
+    let built = tokio::select! {
+        b = tokio::time::timeout(settings.handshake_timeout, build) => b,
+        _ = shutdown.changed() => return,
+    };
+    let mut h3 = match built {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => {
             tracing::debug!("http3 connection: {e}");
             return;
         }
+        Err(_) => return,
     };
+    // The connection's requests: aborted with it when it ends (the client went away), as
+    // hyper drops an HTTP/2 connection's streams.
+    let mut tasks = tokio::task::JoinSet::new();
     let mut closing = *shutdown.borrow();
     if closing {
         let _ = h3.shutdown(0).await;
     }
+    // QUIC's idle timeout restarts with every PING: a connection without requests is
+    // closed after keep_alive, as an idle HTTP/1.1 or HTTP/2 one is.
+    let idle = tokio::time::sleep(settings.keep_alive);
+    tokio::pin!(idle);
     loop {
+        if closing && tasks.is_empty() {
+            break;
+        }
         tokio::select! {
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
-                    // The address now: QUIC lets a client move (RFC 9000 §9).
-                    let conn_info = ConnInfo {
-                        peer: Some(conn.remote_address()),
-                        https: true,
-                    };
                     let svc = svc.clone();
-                    let stall = settings.stall;
-                    tokio::spawn(async move {
-                        if let Ok((req, stream)) = resolver.resolve_request().await {
-                            request(req, stream, svc, conn_info, stall).await;
+                    let limits = Limits {
+                        stall: settings.stall,
+                        header_read: settings.header_read,
+                    };
+                    let budget = budget.clone();
+                    tasks.spawn(async move {
+                        // A stream opened with its HEADERS never completed holds a task
+                        // only this long (QUIC's stream limit bounds how many).
+                        let resolved =
+                            tokio::time::timeout(limits.header_read, resolver.resolve_request());
+                        if let Ok(Ok((req, stream))) = resolved.await {
+                            request(req, stream, svc, conn_info, &budget, limits).await;
                         }
                     });
                 }
@@ -242,6 +287,12 @@ async fn connection<T: Serve>(
                     break;
                 }
             },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {
+                if tasks.is_empty() {
+                    idle.as_mut().reset(tokio::time::Instant::now() + settings.keep_alive);
+                }
+            }
+            _ = &mut idle, if tasks.is_empty() => break,
             _ = shutdown.changed(), if !closing => {
                 closing = true;
                 // RFC 9114 §5.2: GOAWAY; the requests already accepted are answered.
@@ -249,11 +300,25 @@ async fn connection<T: Serve>(
             }
         }
     }
+    if closing {
+        // Dropping `h3` closes the connection at once, and the last responses may still be
+        // unacknowledged: the client closes it once it has them (§5.2), or this wait ends.
+        let _ = tokio::time::timeout(DRAIN_WAIT, conn.closed()).await;
+    }
 }
+
+/// How long a drained connection is left for its client to close.
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
+
+#[derive(Clone, Copy)]
+struct Limits {
+    stall: Duration,
+    header_read: Duration,
+}
 
 /// One request: through the listener's checks and the Service, then its response out.
 async fn request<T: Serve>(
@@ -261,7 +326,8 @@ async fn request<T: Serve>(
     stream: Stream,
     svc: Fronted<T>,
     conn: ConnInfo,
-    stall: Duration,
+    budget: &h2send::ConnBudget,
+    Limits { stall, header_read }: Limits,
 ) {
     let (mut send, recv) = stream.split();
     let head_only = req.method() == Method::HEAD;
@@ -274,14 +340,23 @@ async fn request<T: Serve>(
         }
     };
     let mut body = RequestBody::new(recv, declared);
+    if declared.is_none() {
+        body.peek();
+    }
     // A GET or HEAD is ended by its HEADERS frame's FIN as a rule; without this one look the
     // proxy could not tell an empty body from a body to come, and would forward it chunked.
-    if declared.is_none() && matches!(*req.method(), Method::GET | Method::HEAD) {
-        body.settle().await;
+    if declared.is_none()
+        && matches!(*req.method(), Method::GET | Method::HEAD)
+        && tokio::time::timeout(header_read, body.settle())
+            .await
+            .is_err()
+    {
+        send.stop_stream(h3::error::Code::H3_REQUEST_INCOMPLETE);
+        return;
     }
     let req = req.map(|()| body);
     let mut fut = std::pin::pin!(svc.serve_http3(req, conn));
-    let (mut parts, mut body) = std::future::poll_fn(|cx| fut.as_mut().poll_parts(cx)).await;
+    let (mut parts, body) = std::future::poll_fn(|cx| fut.as_mut().poll_parts(cx)).await;
     // RFC 9114 §4.2: connection-specific fields are malformed in HTTP/3.
     for name in [
         http::header::CONNECTION,
@@ -292,15 +367,19 @@ async fn request<T: Serve>(
     ] {
         parts.headers.remove(name);
     }
+    // Read as it is sent, within the connection's budget, as over HTTP/2.
+    let mut body = super::conn::ConnBody::http3(body, budget);
     let bodiless = head_only
         || parts.status == StatusCode::NO_CONTENT
         || parts.status == StatusCode::NOT_MODIFIED;
-    if send
-        .send_response(Response::from_parts(parts, ()))
-        .await
-        .is_err()
-    {
-        return;
+    let head = tokio::time::timeout(stall, send.send_response(Response::from_parts(parts, ())));
+    match head.await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => return,
+        Err(_) => {
+            send.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+            return;
+        }
     }
     if !bodiless {
         loop {
@@ -325,7 +404,10 @@ async fn request<T: Serve>(
                 },
                 Err(frame) => {
                     if let Ok(trailers) = frame.into_trailers() {
-                        let _ = send.send_trailers(trailers).await;
+                        let sent = tokio::time::timeout(stall, send.send_trailers(trailers));
+                        if sent.await.is_err() {
+                            send.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+                        }
                         return;
                     }
                 }
@@ -333,7 +415,9 @@ async fn request<T: Serve>(
         }
     }
     drop(body);
-    let _ = send.finish().await;
+    if tokio::time::timeout(stall, send.finish()).await.is_err() {
+        send.stop_stream(h3::error::Code::H3_REQUEST_CANCELLED);
+    }
 }
 
 async fn respond_plain(
@@ -381,6 +465,7 @@ pub struct RequestBody {
     done: bool,
     declared: Option<u64>,
     received: u64,
+    failed: Option<BoxError>,
 }
 
 impl RequestBody {
@@ -391,19 +476,36 @@ impl RequestBody {
             done: declared == Some(0),
             declared,
             received: 0,
+            failed: None,
+        }
+    }
+
+    /// Takes what has arrived already, without waiting: a DELETE or OPTIONS whose stream
+    /// ended with its HEADERS is then known to have no body, as over HTTP/2 (END_STREAM).
+    fn peek(&mut self) {
+        if self.done || self.first.is_some() || self.failed.is_some() {
+            return;
+        }
+        // A waker that wakes nothing: a Pending here is polled again, with the Service's.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.recv.poll_recv_data(&mut cx) {
+            Poll::Ready(Ok(None)) => self.done = true,
+            Poll::Ready(Ok(Some(mut b))) => self.first = Some(b.copy_to_bytes(b.remaining())),
+            Poll::Ready(Err(e)) => self.failed = Some(Box::new(e)),
+            Poll::Pending => {}
         }
     }
 
     /// Reads until the body is known to be empty or its first chunk is in.
     async fn settle(&mut self) {
-        if self.done || self.first.is_some() {
+        if self.done || self.first.is_some() || self.failed.is_some() {
             return;
         }
         match self.recv.recv_data().await {
             Ok(None) => self.done = true,
             Ok(Some(mut b)) => self.first = Some(b.copy_to_bytes(b.remaining())),
-            // Reported again when the body is read, if it ever is.
-            Err(_) => {}
+            // Reported when the body is read, if it ever is.
+            Err(e) => self.failed = Some(Box::new(e)),
         }
     }
 }
@@ -417,6 +519,10 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if let Some(e) = this.failed.take() {
+            this.done = true;
+            return Poll::Ready(Some(Err(e)));
+        }
         let chunk = match this.first.take() {
             Some(b) => Some(b),
             None if this.done => return Poll::Ready(None),

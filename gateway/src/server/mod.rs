@@ -579,6 +579,7 @@ fn start_with<T: Serve>(
                                 quic_kind.clone(),
                                 svc.clone(),
                                 q.clone(),
+                                settings.h2_send.clone(),
                                 shared.clone(),
                                 rx.clone(),
                             )));
