@@ -315,6 +315,7 @@ fn the_proxy_forwards_uploads_and_bodiless_requests_as_they_came() {
                 &[("content-length", "5")],
                 Some(&small),
             ),
+            Req("DELETE", "/api/item", &[], None),
         ],
     );
     // A GET ends with its HEADERS: forwarded without a body or its framing.
@@ -329,6 +330,9 @@ fn the_proxy_forwards_uploads_and_bodiless_requests_as_they_came() {
     assert_eq!(got[2].status, 200);
     assert_eq!(got[2].body, "hello");
     assert_eq!(got[2].header("x-seen-cl"), Some("5"));
+    // So does any request ended with its HEADERS, as END_STREAM does over HTTP/2.
+    assert_eq!(got[3].status, 200);
+    assert_eq!(got[3].header("x-seen-te"), Some("-"));
 }
 
 #[test]

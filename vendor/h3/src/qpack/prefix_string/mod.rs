@@ -59,12 +59,12 @@ pub fn decode<B: Buf>(size: u8, buf: &mut B) -> Result<Vec<u8>, Error> {
     Ok(value)
 }
 
+/// gatehouse: string literals go out as they are (H = 0, RFC 9204 §4.1.2), not Huffman
+/// coded. This crate's coder works a bit at a time and wrote a byte at a time: 4.2% of
+/// h3-1k's CPU samples (perf, 2026-12-05), for headers about a fifth shorter.
 pub fn encode<B: BufMut>(size: u8, flags: u8, value: &[u8], buf: &mut B) -> Result<(), Error> {
-    let encoded = Vec::from(value).hpack_encode()?;
-    prefix_int::encode(size - 1, flags << 1 | 1, encoded.len().try_into()?, buf);
-    for byte in encoded {
-        buf.write(byte);
-    }
+    prefix_int::encode(size - 1, flags << 1, value.len().try_into()?, buf);
+    buf.put_slice(value);
     Ok(())
 }
 
