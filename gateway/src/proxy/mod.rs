@@ -80,6 +80,19 @@ pub struct ConnInfo {
 }
 
 impl ConnInfo {
+    /// Puts the connection into `req`'s extensions as a Service under `gatehouse::serve`
+    /// (or a mounted app) reads it: itself, axum's `ConnectInfo<SocketAddr>`, and
+    /// gatehouse-layers' `ClientAddr` (what its layers read first) and `Https`.
+    pub(crate) fn insert_into<B>(self, req: &mut Request<B>) {
+        let ext = req.extensions_mut();
+        if let Some(peer) = self.peer {
+            ext.insert(axum::extract::ConnectInfo(peer));
+            ext.insert(gatehouse_layers::client::ClientAddr(peer));
+        }
+        ext.insert(gatehouse_layers::client::Https(self.https));
+        ext.insert(self);
+    }
+
     /// The connection of a request served by someone else's server: its [`ConnInfo`]
     /// extension, with the peer taken from axum's `ConnectInfo<SocketAddr>` when the
     /// extension names none.

@@ -219,13 +219,7 @@ where
             RouteService::Mounted(s) => {
                 // The app reads its client as an app under gatehouse::serve does.
                 let conn = req.body().conn;
-                let ext = req.extensions_mut();
-                if let Some(peer) = conn.peer {
-                    ext.insert(axum::extract::ConnectInfo(peer));
-                    ext.insert(gatehouse_layers::client::ClientAddr(peer));
-                }
-                ext.insert(gatehouse_layers::client::Https(conn.https));
-                ext.insert(conn);
+                conn.insert_into(&mut req);
                 // Boxed: the other routes' futures stay as small as they were.
                 Kind::Mounted {
                     fut: Box::pin(tower::util::Oneshot::new(

@@ -109,7 +109,7 @@ where
     type Future = TowerFuture<S, Request<Incoming>>;
 
     fn serve(&self, mut req: Request<Incoming>, conn: ConnInfo) -> Self::Future {
-        with_conn(&mut req, conn);
+        conn.insert_into(&mut req);
         TowerFuture {
             inner: Oneshot::new(self.0.clone(), req),
         }
@@ -119,23 +119,11 @@ where
 
     fn serve_http3(&self, req: Request<Http3Body>, conn: ConnInfo) -> Self::Http3Future {
         let mut req = req.map(axum::body::Body::new);
-        with_conn(&mut req, conn);
+        conn.insert_into(&mut req);
         TowerFuture {
             inner: Oneshot::new(self.0.clone(), req),
         }
     }
-}
-
-/// The connection, as the extensions a Service of [`Tower`] reads it from.
-fn with_conn<B>(req: &mut Request<B>, conn: ConnInfo) {
-    let ext = req.extensions_mut();
-    if let Some(peer) = conn.peer {
-        ext.insert(axum::extract::ConnectInfo(peer));
-        // What gatehouse's layers read first.
-        ext.insert(gatehouse_layers::client::ClientAddr(peer));
-    }
-    ext.insert(gatehouse_layers::client::Https(conn.https));
-    ext.insert(conn);
 }
 
 pin_project! {
