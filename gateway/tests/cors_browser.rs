@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 #[test]
 fn a_preflighted_credentialed_put_is_allowed_or_blocked_by_the_browser() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "chromium".into());
     let puts = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     let seen = puts.clone();
     let up = serve_axum(
@@ -76,24 +75,10 @@ async function put(url) {{
     )
     .unwrap();
 
-    let profile = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(&chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=10000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("{origin}/index.html"))
-        .output()
-        .unwrap_or_else(|e| panic!("running {chromium} (Debian's chromium package): {e}"));
-    let dom = String::from_utf8_lossy(&out.stdout);
+    let (dom, stderr) = chromium_dom(&[], &format!("{origin}/index.html"));
     assert!(
         dom.contains("allowed=status 200 stored|blocked=error TypeError"),
-        "the page said: {dom}\nchromium: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "the page said: {dom}\nchromium: {stderr}"
     );
     assert_eq!(
         puts[0].load(Ordering::SeqCst),

@@ -461,7 +461,6 @@ fn spki_hash(cert: &Path) -> String {
 /// stylesheet and a script: the page and each resource report `h3` as their protocol.
 #[test]
 fn chromium_loads_a_page_and_its_resources_over_http3() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "chromium".into());
     let h = H3::new();
     let s = TestServer::site(&h.tls());
     std::fs::write(
@@ -478,32 +477,20 @@ window.addEventListener("load", () => {
     )
     .unwrap();
     let p = port(&s);
-    let profile = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(&chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-quic",
-            "--virtual-time-budget=10000",
-        ])
-        .arg(format!("--origin-to-force-quic-on=localhost:{p}"))
+    let extra = [
+        "--enable-quic".to_string(),
+        format!("--origin-to-force-quic-on=localhost:{p}"),
         // Chromium asks ::1 first, where the test server does not listen.
-        .arg("--host-resolver-rules=MAP localhost 127.0.0.1")
-        .arg(format!(
+        "--host-resolver-rules=MAP localhost 127.0.0.1".to_string(),
+        format!(
             "--ignore-certificate-errors-spki-list={}",
             spki_hash(&h.dir.path().join("l.crt"))
-        ))
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("--dump-dom")
-        .arg(format!("https://localhost:{p}/h3.html"))
-        .output()
-        .unwrap_or_else(|e| panic!("running {chromium} (Debian's chromium package): {e}"));
-    let dom = String::from_utf8_lossy(&out.stdout);
+        ),
+    ];
+    let (dom, stderr) = chromium_dom(&extra, &format!("https://localhost:{p}/h3.html"));
     assert!(
         dom.contains("page=h3|/app.js=h3|/style.css=h3"),
-        "the page said: {dom}\nchromium: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "the page said: {dom}\nchromium: {stderr}"
     );
 }
 

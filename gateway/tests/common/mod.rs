@@ -437,3 +437,28 @@ pub fn read_request_head(r: &mut impl std::io::BufRead) -> Option<String> {
     }
     Some(line.split(' ').nth(1).unwrap_or("").to_string())
 }
+
+/// Headless Chromium (Debian's `chromium`, or `$CHROMIUM`) loads `url` with `extra` flags
+/// and a fresh profile, runs its scripts for up to 10 s of virtual time, and gives back the
+/// DOM it ends with and what it wrote on stderr.
+pub fn chromium_dom(extra: &[String], url: &str) -> (String, String) {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    let profile = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(&chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=10000",
+        ])
+        .args(extra)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .unwrap_or_else(|e| panic!("running {chromium} (Debian's chromium package): {e}"));
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
