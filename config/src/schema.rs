@@ -175,6 +175,10 @@ pub struct TlsConfig {
     /// HTTP/3: above this many handshakes in progress, a new client must first prove its
     /// address with a Retry round trip (RFC 9000 §8.1.2). 0: always.
     pub http3_retry_above: usize,
+    /// HTTP/3: accept 0-RTT (RFC 9001 §4.6), for clients whose address a token has
+    /// validated. Early GET, HEAD, OPTIONS and TRACE requests are served with
+    /// `Early-Data: 1`; any other method gets 425 (RFC 8470). Each ticket is good once.
+    pub http3_early_data: bool,
 }
 
 impl Default for TlsConfig {
@@ -192,6 +196,7 @@ impl Default for TlsConfig {
             http3: false,
             http3_max_streams: 100,
             http3_retry_above: 64,
+            http3_early_data: false,
         }
     }
 }

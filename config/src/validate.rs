@@ -588,6 +588,17 @@ fn check_tls(c: &mut Collector, config: &mut Config) {
         if !(1..=10_000).contains(&tls.http3_max_streams) {
             c.err("tls.http3_max_streams", "must be from 1 to 10000");
         }
+        if tls.http3_early_data && !tls.http3 {
+            c.err("tls.http3_early_data", "needs tls.http3 = true");
+        }
+        // quinn: 0.5-RTT data "should not be used to send data for which client
+        // authentication is being used"; early data is answered before the client's Finished.
+        if tls.http3_early_data && tls.client_ca.is_some() {
+            c.err(
+                "tls.http3_early_data",
+                "not with tls.client_ca (mTLS): early data is answered before the client has finished its handshake",
+            );
+        }
     }
     let Some(acme) = &mut config.acme else {
         return;

@@ -105,6 +105,14 @@ fn describe() {
         "Access log lines dropped because the writer fell behind (should stay 0)."
     );
     describe_counter!(
+        "gatehouse_quic_retries_total",
+        "QUIC Retries sent: new HTTP/3 clients asked to prove their address first."
+    );
+    describe_counter!(
+        "gatehouse_quic_early_requests_total",
+        "HTTP/3 requests that came in 0-RTT data, by outcome: served (safe methods) or too_early (425)."
+    );
+    describe_counter!(
         "gatehouse_access_log_lines_failed_total",
         "Access log lines lost because the destination refused them, e.g. a full disk (should stay 0)."
     );

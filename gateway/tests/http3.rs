@@ -439,6 +439,203 @@ fn bad_http3_settings_name_their_key() {
     )
     .unwrap_err();
     assert!(e.contains("tls.http3_max_streams"), "{e}");
+    let certs = "[[tls.certs]]\ncert = \"a\"\nkey = \"b\"\n";
+    let e = load_config(format!("[tls]\nhttp3_early_data = true\n{certs}")).unwrap_err();
+    assert!(
+        e.contains("tls.http3_early_data") && e.contains("tls.http3 = true"),
+        "{e}"
+    );
+    let e = load_config(format!(
+        "[tls]\nhttp3 = true\nhttp3_early_data = true\nclient_ca = \"ca.pem\"\n{certs}"
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("tls.http3_early_data") && e.contains("mTLS"),
+        "{e}"
+    );
+}
+
+/// What an upstream saw: each request's method, path and `Early-Data` field.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, String, String)>>>;
+
+fn recording_backend() -> (std::net::SocketAddr, Seen) {
+    let seen = Seen::default();
+    let log = seen.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let log = log.clone();
+        async move {
+            let early = req
+                .headers()
+                .get("early-data")
+                .map_or("-".into(), |v| v.to_str().unwrap_or("?").to_string());
+            let mut log = log.lock().unwrap();
+            log.push((
+                req.method().to_string(),
+                req.uri().path().to_string(),
+                early,
+            ));
+            "ok"
+        }
+    });
+    (serve_axum(loopback(), app), seen)
+}
+
+/// The outcome of `fixtures/h3_early.py`: the requests' results, and each one's seconds
+/// from the second connection's start to its response.
+struct Early {
+    got: Vec<(u16, f64)>,
+    accepted: bool,
+}
+
+/// Resumes a session with 0-RTT (and with the server's NEW_TOKEN token if `token`),
+/// sends `reqs` in early data while the client's Finished is held for `hold` seconds, then
+/// replays that connection's first flight from another port.
+/// `on`: whether the server has `http3_early_data`, which the ticket and the tokens show.
+fn early(h: &H3, port: u16, on: bool, token: bool, hold: f64, reqs: &[(&str, &str)]) -> Early {
+    // A replay reaches a new connection only once the first has drained (three PTOs,
+    // which the held Finished lengthens): replayed each second for 8 s, when it matters.
+    let replays = if on && token { 8 } else { 0 };
+    let job = serde_json::json!({
+        "port": port,
+        "ca": h.ca_file,
+        "authority": format!("localhost:{port}"),
+        "warm": "/api/warm",
+        "token": token,
+        "hold": hold,
+        "replays": replays,
+        "requests": reqs.iter().map(|(m, p)| serde_json::json!({"method": m, "path": p})).collect::<Vec<_>>(),
+    });
+    let mut child = std::process::Command::new("python3")
+        .arg(fixtures().join("h3_early.py"))
+        .current_dir(fixtures())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(job.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "h3_early.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ticket_early_data"], on, "0-RTT in the ticket: {v}");
+    assert_eq!(v["got_token"], on, "NEW_TOKEN tokens: {v}");
+    assert!(
+        replays == 0 || v["replayed"].as_u64().unwrap() >= replays,
+        "{v}"
+    );
+    Early {
+        got: v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["status"].as_u64().unwrap_or(0) as u16,
+                    r["after"].as_f64().unwrap(),
+                )
+            })
+            .collect(),
+        accepted: v["early_data_accepted"].as_bool().unwrap(),
+    }
+}
+
+/// `[tls]` with `http3_early_data = on`, and `/api` proxied to `up`.
+fn early_config(h: &H3, on: bool, up: std::net::SocketAddr) -> String {
+    format!(
+        "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+        h.tls().replace(
+            "http3 = true\n",
+            &format!("http3 = true\nhttp3_early_data = {on}\n")
+        )
+    )
+}
+
+/// With `http3_early_data`, a client with a ticket and a token has its GET served before
+/// its handshake is done, marked `Early-Data: 1` upstream (RFC 8470 §5.1); its POST gets
+/// 425 and never reaches the upstream. The same first flight replayed from another port
+/// is not served again: the ticket was good once (RFC 8446 §8.1).
+#[test]
+fn early_data_serves_safe_methods_once_and_refuses_the_rest() {
+    let h = H3::new();
+    let (up, seen) = recording_backend();
+    // The binary, for its metrics recorder.
+    let p = free_port();
+    let conf = early_config(&h, true, up).replace("127.0.0.1:0", &format!("127.0.0.1:{p}"));
+    let g = spawn_gatehouse(&conf);
+    let hold = 0.4;
+    let e = early(
+        &h,
+        p,
+        true,
+        true,
+        hold,
+        &[("GET", "/api/e"), ("POST", "/api/p")],
+    );
+    assert!(e.accepted, "0-RTT not accepted");
+    assert_eq!(e.got[0].0, 200);
+    assert!(
+        e.got[0].1 < hold,
+        "GET waited for the handshake: {:?}",
+        e.got
+    );
+    assert_eq!(e.got[1].0, 425);
+    let seen = seen.lock().unwrap().clone();
+    let to = |p: &str| {
+        seen.iter()
+            .filter(|r| r.1 == p)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        to("/api/e"),
+        [("GET".into(), "/api/e".into(), "1".into())],
+        "{seen:?}"
+    );
+    assert!(to("/api/p").is_empty(), "{seen:?}");
+    let m = send(g.admin, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").text();
+    for (outcome, n) in [("served", 1), ("too_early", 1)] {
+        let line = format!("gatehouse_quic_early_requests_total{{outcome=\"{outcome}\"}} {n}");
+        assert!(m.contains(&line), "no {line:?} in\n{m}");
+    }
+}
+
+/// 0-RTT data from an address no token has validated waits for the handshake: a forged
+/// source address must not have a request served (nor meet an IP rule) before the client
+/// has proved it. So does all of it when `http3_early_data` is off (the default).
+#[test]
+fn early_data_waits_for_the_handshake_without_a_token_or_when_off() {
+    let h = H3::new();
+    let hold = 0.6;
+    for (on, token) in [(true, false), (false, true)] {
+        let (up, seen) = recording_backend();
+        let s = TestServer::site(&early_config(&h, on, up));
+        let e = early(
+            &h,
+            port(&s),
+            on,
+            token,
+            hold,
+            &[("GET", "/api/e"), ("POST", "/api/p")],
+        );
+        assert_eq!(e.accepted, on, "on {on}");
+        for (status, after) in &e.got {
+            assert_eq!(*status, 200, "on {on}: {:?}", e.got);
+            assert!(*after >= hold * 0.9, "on {on}: served early: {:?}", e.got);
+        }
+        let seen = seen.lock().unwrap().clone();
+        let api: Vec<_> = seen.iter().filter(|r| r.1 != "/api/warm").collect();
+        assert_eq!(api.len(), 2, "on {on}: {seen:?}");
+        assert!(api.iter().all(|r| r.2 == "-"), "on {on}: {seen:?}");
+    }
 }
 
 /// The SPKI SHA-256 of a PEM certificate, base64, as Chromium's

@@ -23,6 +23,28 @@ pub(crate) struct Front {
     pub(crate) max_uri_bytes: usize,
 }
 
+/// A request that came in 0-RTT data (RFC 8470): a safe method (RFC 9110 §9.2.1) goes on
+/// marked `Early-Data: 1`, which a proxy must add (§5.1) so that the upstream can decide
+/// too; any other gets 425 Too Early (§5.2), and its client sends it again after the
+/// handshake.
+pub(crate) fn early_data<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
+    if is_safe(req.method()) {
+        req.headers_mut()
+            .insert("early-data", HeaderValue::from_static("1"));
+        None
+    } else {
+        Some(plain(StatusCode::TOO_EARLY, "too early\n"))
+    }
+}
+
+/// RFC 9110 §9.2.1.
+pub(crate) fn is_safe(m: &http::Method) -> bool {
+    matches!(
+        *m,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::TRACE
+    )
+}
+
 impl Front {
     pub(crate) fn intercepts(&self) -> bool {
         self.redirect.is_some() || self.acme.is_some()

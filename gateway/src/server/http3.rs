@@ -49,6 +49,16 @@ pub(crate) struct H3Settings {
     max_connections: usize,
     handshaking: AtomicUsize,
     retries: metrics::Counter,
+    /// `tls.http3_early_data`.
+    early_data: bool,
+    early: EarlyCounts,
+}
+
+/// Requests that came in 0-RTT data: served, and refused with 425.
+#[derive(Clone)]
+struct EarlyCounts {
+    served: metrics::Counter,
+    too_early: metrics::Counter,
 }
 
 impl H3Settings {
@@ -78,6 +88,18 @@ impl H3Settings {
             .max_incoming(4096)
             .incoming_buffer_size(64 * 1024)
             .incoming_buffer_size_total(8 * 1024 * 1024);
+        // 0-RTT is taken only from a client whose address a token has validated (see
+        // `connection`): a NEW_TOKEN one from its last connection, good once (the log) and
+        // only from the address it was given to; or a Retry's.
+        let mut tokens = quinn::ValidationTokenConfig::default();
+        if tls.http3_early_data {
+            tokens
+                .log(Arc::new(quinn::BloomTokenLog::default()))
+                .sent(2);
+        } else {
+            tokens.log(Arc::new(quinn::NoneTokenLog)).sent(0);
+        }
+        server.validation_token_config(tokens);
         Ok(H3Settings {
             server,
             max_header_bytes: config.limits.max_header_bytes as u64,
@@ -89,6 +111,11 @@ impl H3Settings {
             max_connections: config.limits.max_connections,
             handshaking: AtomicUsize::new(0),
             retries: metrics::counter!("gatehouse_quic_retries_total"),
+            early_data: tls.http3_early_data,
+            early: EarlyCounts {
+                served: metrics::counter!("gatehouse_quic_early_requests_total", "outcome" => "served"),
+                too_early: metrics::counter!("gatehouse_quic_early_requests_total", "outcome" => "too_early"),
+            },
         })
     }
 }
@@ -157,6 +184,7 @@ pub(crate) async fn serve<T: Serve>(
             let _ = incoming.retry();
             continue;
         }
+        let validated = incoming.remote_address_validated();
         let connecting = match incoming.accept() {
             Ok(c) => c,
             Err(e) => {
@@ -172,7 +200,11 @@ pub(crate) async fn serve<T: Serve>(
         let (settings, rx, kind) = (settings.clone(), shutdown.clone(), kind.clone());
         let budget = Arc::new(h2send::ConnBudget::new(send_pool.clone()));
         tokio::spawn(async move {
-            connection(connecting, counted, &kind, svc, &settings, budget, rx).await;
+            let early = settings.early_data && validated;
+            connection(
+                connecting, early, counted, &kind, svc, &settings, budget, rx,
+            )
+            .await;
             drop(guard);
         });
     }
@@ -200,8 +232,14 @@ impl Drop for Handshaking {
     }
 }
 
+/// One connection. With `early` (0-RTT on, and the client's address validated by a
+/// token), requests are read before the handshake ends: those that came before it are
+/// early data, which [`Fronted::serve_http3`] answers by RFC 8470. Otherwise 0-RTT data
+/// waits in quinn until the handshake is done, and is then served as any request.
+#[allow(clippy::too_many_arguments)]
 async fn connection<T: Serve>(
     connecting: quinn::Connecting,
+    early: bool,
     counted: Handshaking,
     kind: &ListenerKind,
     svc: Fronted<T>,
@@ -209,25 +247,50 @@ async fn connection<T: Serve>(
     budget: Arc<h2send::ConnBudget>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let conn = match tokio::time::timeout(settings.handshake_timeout, connecting).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            kind.handshake_failures.increment(1);
-            tracing::debug!("quic handshake: {e}");
-            return;
-        }
-        Err(_) => {
-            kind.handshake_failures.increment(1);
-            tracing::debug!("quic handshake: timed out");
-            return;
+    let connecting = match early {
+        true => connecting.into_0rtt(),
+        false => Err(connecting),
+    };
+    let (conn, zero_rtt) = match connecting {
+        // A server's `into_0rtt` always succeeds; the future resolves when the handshake
+        // ends, true if it succeeded.
+        Ok((conn, done)) => (conn, Some(done)),
+        Err(connecting) => {
+            let conn = match tokio::time::timeout(settings.handshake_timeout, connecting).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    kind.handshake_failures.increment(1);
+                    tracing::debug!("quic handshake: {e}");
+                    return;
+                }
+                Err(_) => {
+                    kind.handshake_failures.increment(1);
+                    tracing::debug!("quic handshake: timed out");
+                    return;
+                }
+            };
+            (conn, None)
         }
     };
-    drop(counted);
-    kind.handshakes.increment(1);
-    // The address the handshake validated, for every request of the connection. quinn moves
-    // a connection to a new address on its first packet from there (RFC 9000 §9), before
-    // that path is validated: a forged source address must not become the client that IP
-    // rules, rate limits and X-Forwarded-For see.
+    let mut counted = Some(counted);
+    let mut confirmed = zero_rtt.is_none();
+    if confirmed {
+        drop(counted.take());
+        kind.handshakes.increment(1);
+    }
+    let handshake = async move {
+        match zero_rtt {
+            Some(done) => tokio::time::timeout(settings.handshake_timeout, done)
+                .await
+                .unwrap_or(false),
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(handshake);
+    // The address the handshake validated (or with 0-RTT, the token), for every request of
+    // the connection. quinn moves a connection to a new address on its first packet from
+    // there (RFC 9000 §9), before that path is validated: a forged source address must not
+    // become the client that IP rules, rate limits and X-Forwarded-For see.
     let conn_info = ConnInfo {
         peer: Some(conn.remote_address()),
         https: true,
@@ -271,13 +334,22 @@ async fn connection<T: Serve>(
                         header_read: settings.header_read,
                     };
                     let budget = budget.clone();
+                    // Opened before the handshake ended: sent in 0-RTT data.
+                    let early = (!confirmed).then(|| settings.early.clone());
                     tasks.spawn(async move {
                         // A stream opened with its HEADERS never completed holds a task
                         // only this long (QUIC's stream limit bounds how many).
                         let resolved =
                             tokio::time::timeout(limits.header_read, resolver.resolve_request());
                         if let Ok(Ok((req, stream))) = resolved.await {
-                            request(req, stream, svc, conn_info, &budget, limits).await;
+                            if let Some(counts) = &early {
+                                match super::front::is_safe(req.method()) {
+                                    true => counts.served.increment(1),
+                                    false => counts.too_early.increment(1),
+                                }
+                            }
+                            let early = early.is_some();
+                            request(req, stream, svc, conn_info, &budget, limits, early).await;
                         }
                     });
                 }
@@ -291,6 +363,15 @@ async fn connection<T: Serve>(
                 if tasks.is_empty() {
                     idle.as_mut().reset(tokio::time::Instant::now() + settings.keep_alive);
                 }
+            }
+            ok = &mut handshake, if !confirmed => {
+                if !ok {
+                    kind.handshake_failures.increment(1);
+                    break;
+                }
+                confirmed = true;
+                drop(counted.take());
+                kind.handshakes.increment(1);
             }
             _ = &mut idle, if tasks.is_empty() => break,
             _ = shutdown.changed(), if !closing => {
@@ -328,6 +409,7 @@ async fn request<T: Serve>(
     conn: ConnInfo,
     budget: &h2send::ConnBudget,
     Limits { stall, header_read }: Limits,
+    early: bool,
 ) {
     let (mut send, recv) = stream.split();
     let head_only = req.method() == Method::HEAD;
@@ -355,7 +437,7 @@ async fn request<T: Serve>(
         return;
     }
     let req = req.map(|()| body);
-    let mut fut = std::pin::pin!(svc.serve_http3(req, conn));
+    let mut fut = std::pin::pin!(svc.serve_http3(req, conn, early));
     let (mut parts, body) = std::future::poll_fn(|cx| fut.as_mut().poll_parts(cx)).await;
     // RFC 9114 §4.2: connection-specific fields are malformed in HTTP/3.
     for name in [

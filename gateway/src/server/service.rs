@@ -178,27 +178,34 @@ impl<T: Serve> Fronted<T> {
     }
 
     pub(crate) fn serve(&self, req: Request<Incoming>, conn: ConnInfo) -> FrontFuture<T::Future> {
-        self.front(req, |req| self.inner.serve(req, conn))
+        self.front(req, false, |req| self.inner.serve(req, conn))
     }
 
+    /// `early`: the request came in 0-RTT data, before its client's handshake was done.
     pub(crate) fn serve_http3(
         &self,
         req: Request<Http3Body>,
         conn: ConnInfo,
+        early: bool,
     ) -> FrontFuture<T::Http3Future> {
-        self.front(req, |req| self.inner.serve_http3(req, conn))
+        self.front(req, early, |req| self.inner.serve_http3(req, conn))
     }
 
     fn front<B, F>(
         &self,
         mut req: Request<B>,
+        in_early_data: bool,
         inner: impl FnOnce(Request<B>) -> F,
     ) -> FrontFuture<F> {
         let front = &self.front;
         let early = match front.canonicalize(&mut req) {
             Some(res) => Some(res),
-            None if front.intercepts() => front.intercept(&req),
+            None if in_early_data => super::front::early_data(&mut req),
             None => None,
+        };
+        let early = match early {
+            None if front.intercepts() => front.intercept(&req),
+            other => other,
         };
         let kind = match early {
             None => FrontKind::Inner { fut: inner(req) },

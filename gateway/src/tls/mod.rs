@@ -112,13 +112,19 @@ impl Tls {
         sc.ignore_client_order = true;
 
         // QUIC carries TLS 1.3 only (RFC 9001 §4.2), with the same certificates (SNI,
-        // reloads, ACME) and the same client verifier. 0-RTT stays off: rustls's
-        // `max_early_data_size` is 0 unless set, and a replayed request is not refused yet.
+        // reloads, ACME) and the same client verifier.
         let quic = if tls.http3 {
             let mut qc = base(&[&rustls::version::TLS13])?;
             qc.alpn_protocols = vec![b"h3".to_vec()];
             qc.ignore_client_order = true;
+            // Stateful resumption only (no ticketer): rustls then takes a session out of
+            // the cache when it is resumed with early data, so each ticket's 0-RTT is
+            // accepted once and a replayed ClientHello gets a full handshake (RFC 8446
+            // §8.1). QUIC allows no early-data limit but none or all (RFC 9001 §4.6.1).
             qc.session_storage = ServerSessionMemoryCache::new(16 * 1024);
+            if tls.http3_early_data {
+                qc.max_early_data_size = u32::MAX;
+            }
             let qc = quinn::crypto::rustls::QuicServerConfig::try_from(qc)
                 .map_err(|e| format!("tls.http3: {e}"))?;
             Some(Arc::new(qc))
