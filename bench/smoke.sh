@@ -34,9 +34,12 @@ for scenario in ["static-1k", "static-1m", "text-gzip", "proxy-1k", "https-1k", 
                  "files-10k", "notfound", "tls-handshake", "conn-10k"]:
     for server in servers:
         check((scenario, server) in seen, f"a row for {scenario}/{server}")
-# HTTP/3: gatehouse alone (nginx 1.22 has none; oha cannot reach Caddy's, see run.sh).
+# HTTP/3: gatehouse alone (nginx 1.22 has none; oha cannot reach Caddy's, see run.sh),
+# and h3-1k-aioquic for gatehouse and Caddy.
 for scenario in ["h3-1k", "h3-1m"]:
     check((scenario, "gatehouse") in seen, f"a row for {scenario}/gatehouse")
+for server in [s for s in servers if s != "nginx"]:
+    check(("h3-1k-aioquic", server) in seen, f"a row for h3-1k-aioquic/{server}")
 for server in servers[:2]:
     for scenario in ["auth-basic-1k", "rules-1k", "redirect"]:
         check((scenario, server) in seen, f"a row for {scenario}/{server}")
