@@ -105,6 +105,10 @@ fn describe() {
         "Access log lines dropped because the writer fell behind (should stay 0)."
     );
     describe_counter!(
+        "gatehouse_http_requests_by_protocol_total",
+        "Requests read by the listeners, by HTTP version (HTTP/1.0, HTTP/1.1, HTTP/2, HTTP/3)."
+    );
+    describe_counter!(
         "gatehouse_quic_retries_total",
         "QUIC Retries sent: new HTTP/3 clients asked to prove their address first."
     );

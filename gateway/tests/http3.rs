@@ -648,6 +648,9 @@ fn early_data_serves_safe_methods_once_and_refuses_the_rest() {
         let line = format!("gatehouse_quic_early_requests_total{{outcome=\"{outcome}\"}} {n}");
         assert!(m.contains(&line), "no {line:?} in\n{m}");
     }
+    // The warm-up, the early GET and the refused POST: every request, by its protocol.
+    let line = "gatehouse_http_requests_by_protocol_total{protocol=\"HTTP/3\"} 3";
+    assert!(m.contains(line), "no {line:?} in\n{m}");
 }
 
 /// 0-RTT data from an address no token has validated waits for the handshake: a forged

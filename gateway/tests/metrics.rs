@@ -175,6 +175,15 @@ fn requests_are_counted_by_route_method_and_status() {
         site_bytes as f64
     );
     assert_eq!(get(&m, "gatehouse_http_requests_in_flight"), 0.0);
+    // All nine, the refused one included, by the protocol they came in.
+    let by = |p: &str| {
+        let series = format!("gatehouse_http_requests_by_protocol_total{{protocol=\"{p}\"}}");
+        m.get(&series).copied().unwrap_or(0.0)
+    };
+    assert_eq!(
+        (by("HTTP/1.1"), by("HTTP/2"), by("HTTP/3")),
+        (9.0, 0.0, 0.0)
+    );
     let upstream = format!("{{upstream=\"{up}\"}}");
     assert_eq!(
         get(&m, &format!("gatehouse_upstream_requests_total{upstream}")),

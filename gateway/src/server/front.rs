@@ -21,6 +21,30 @@ pub(crate) struct Front {
     pub(crate) sendfile: bool,
     /// A longer request target gets 414 (RFC 9110 §15.5.15).
     pub(crate) max_uri_bytes: usize,
+    pub(crate) protocols: ProtocolCounts,
+}
+
+/// `gatehouse_http_requests_by_protocol_total`: every request a listener reads, by its
+/// HTTP version, refused ones included.
+pub(crate) struct ProtocolCounts([metrics::Counter; 4]);
+
+impl Default for ProtocolCounts {
+    fn default() -> Self {
+        let c = |p: &'static str| metrics::counter!("gatehouse_http_requests_by_protocol_total", "protocol" => p);
+        ProtocolCounts([c("HTTP/1.0"), c("HTTP/1.1"), c("HTTP/2"), c("HTTP/3")])
+    }
+}
+
+impl ProtocolCounts {
+    pub(crate) fn count(&self, v: http::Version) {
+        let i = match v {
+            http::Version::HTTP_2 => 2,
+            http::Version::HTTP_3 => 3,
+            http::Version::HTTP_10 | http::Version::HTTP_09 => 0,
+            _ => 1,
+        };
+        self.0[i].increment(1);
+    }
 }
 
 /// A request that came in 0-RTT data (RFC 8470): a safe method (RFC 9110 §9.2.1) goes on

@@ -468,6 +468,7 @@ fn start_with<T: Serve>(
             // sendfile markers need hyper's HTTP/1 writer, which the h2c path may not use.
             sendfile: !config.h2c,
             max_uri_bytes: config.limits.max_uri_bytes,
+            protocols: Default::default(),
         },
         None,
         config.h2c,
@@ -479,6 +480,7 @@ fn start_with<T: Serve>(
         acme: None,
         sendfile: false,
         max_uri_bytes: config.limits.max_uri_bytes,
+        protocols: Default::default(),
     };
     // One kind per HTTPS port: each advertises HTTP/3 on its own (RFC 7838 §3: an
     // alt-authority without a host is the same host, on that port).

@@ -198,6 +198,7 @@ impl<T: Serve> Fronted<T> {
         inner: impl FnOnce(Request<B>) -> F,
     ) -> FrontFuture<F> {
         let front = &self.front;
+        front.protocols.count(req.version());
         let early = match front.canonicalize(&mut req) {
             Some(res) => Some(res),
             None if in_early_data => super::front::early_data(&mut req),
