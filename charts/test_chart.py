@@ -61,7 +61,7 @@ def kind(ds, k, name=None):
 VALUE_SETS = {
     "default": [],
     "tls": ["tls.enabled=true", "tls.secretName=site-tls", "tls.redirectHttp=true",
-            "tls.hsts=max-age=63072000"],
+            "tls.hsts=max-age=63072000", "tls.http3=true"],
     "hpa": ["autoscaling.enabled=true", "autoscaling.requestsPerSecond.enabled=true"],
     "monitoring": ["monitoring.serviceMonitor.enabled=true",
                    "monitoring.prometheusRule.enabled=true",
@@ -70,6 +70,8 @@ VALUE_SETS = {
                 "ingress.hosts[0].host=www.example.com", "ingress.hosts[0].paths[0]=/"],
     "acme": ["replicaCount=1", "acme.enabled=true", "acme.contact[0]=mailto:ops@example.com",
              "acme.domains[0]=example.com"],
+    "quic-policy": ["tls.enabled=true", "tls.secretName=site-tls", "tls.http3=true",
+                    "networkPolicy.enabled=true"],
     "admin": ["adminToken.secretName=gh-admin", "config.adminMaxConnections=16",
               "networkPolicy.enabled=true",
               "networkPolicy.adminFrom[0].namespaceSelector.matchLabels.name=monitoring"],
@@ -145,6 +147,14 @@ def main():
           "the TLS volume is the Secret")
     check(any(p["name"] == "https" for p in kind(t, "Service", "t-gatehouse")[0]["spec"]["ports"]),
           "the Service has https")
+    # HTTP/3: UDP on the port Alt-Svc advertises (the listener's, 8443), in the container
+    # and the Service, beside TCP 443.
+    svc_ports = {(p["port"], p["protocol"]) for p in kind(t, "Service", "t-gatehouse")[0]["spec"]["ports"]}
+    check((8443, "UDP") in svc_ports and (443, "TCP") in svc_ports, f"the Service has UDP 8443: {svc_ports}")
+    c_ports = {(p["containerPort"], p["protocol"]) for p in pod["containers"][0]["ports"]}
+    check((8443, "UDP") in c_ports, f"the container opens UDP 8443: {c_ports}")
+    plain_ports = {p["protocol"] for p in kind(rendered["default"], "Service", "t-gatehouse")[0]["spec"]["ports"]}
+    check(plain_ports == {"TCP"}, f"no UDP without tls.http3: {plain_ports}")
 
     h = rendered["hpa"]
     hpa = kind(h, "HorizontalPodAutoscaler")[0]
@@ -185,6 +195,11 @@ def main():
     a = rendered["acme"]
     check(kind(a, "PersistentVolumeClaim"), "ACME keeps its state on a PVC")
     check(kind(a, "Deployment")[0]["spec"]["strategy"]["type"] == "Recreate", "one ACME pod at a time")
+
+    q = kind(rendered["quic-policy"], "NetworkPolicy")[0]["spec"]["ingress"]
+    opened = [(p["port"], p["protocol"]) for r in q if "from" not in r for p in r["ports"]]
+    check(opened == [("http", "TCP"), ("https", "TCP"), ("https-quic", "UDP")],
+          f"the NetworkPolicy lets HTTP/3 in: {opened}")
 
     check("admin" in rendered, "the admin value set renders")
     if "admin" in rendered:

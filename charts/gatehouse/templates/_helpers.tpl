@@ -61,6 +61,7 @@ enabled = {{ $c.metrics }}
 [tls]
 listen = "0.0.0.0:{{ .Values.tls.httpsPort }}"
 http2 = {{ .Values.tls.http2 }}
+http3 = {{ .Values.tls.http3 }}
 redirect_http = {{ .Values.tls.redirectHttp }}
 {{- with .Values.tls.hsts }}
 hsts = {{ . | quote }}
