@@ -482,7 +482,10 @@ fn bad_http3_settings_name_their_key() {
     .unwrap_err();
     assert!(e.contains("tls.http3_max_streams"), "{e}");
     let certs = "[[tls.certs]]\ncert = \"a\"\nkey = \"b\"\n";
-    let e = load_config(format!("[tls]\nhttp3_early_data = true\n{certs}")).unwrap_err();
+    let e = load_config(format!(
+        "[tls]\nhttp3 = false\nhttp3_early_data = true\n{certs}"
+    ))
+    .unwrap_err();
     assert!(
         e.contains("tls.http3_early_data") && e.contains("tls.http3 = true"),
         "{e}"

@@ -412,22 +412,42 @@ fn start_with<T: Serve>(
     let tls_listen = config.tls.as_ref().map_or(&[][..], |t| &t.listen[..]);
     for (is_tls, list) in [(false, &config.listen[..]), (true, tls_listen)] {
         for &addr in list {
-            let (group, steering) = listener::bind_group(addr, groups, config.steer_by_cpu)
-                .map_err(|error| BindError {
-                    addr,
-                    what: if is_tls { "https" } else { "http" },
-                    error,
-                })?;
-            let actual = group[0].local_addr().unwrap_or(addr);
-            if is_tls {
-                if quic.is_some() {
-                    let udp = http3::bind(actual).map_err(|error| BindError {
-                        addr: actual,
-                        what: "http3 (udp)",
+            let mut tries = 0;
+            let (group, steering, actual) = loop {
+                let (group, steering) = listener::bind_group(addr, groups, config.steer_by_cpu)
+                    .map_err(|error| BindError {
+                        addr,
+                        what: if is_tls { "https" } else { "http" },
                         error,
                     })?;
-                    udp_sockets.push((actual, udp));
+                let actual = group[0].local_addr().unwrap_or(addr);
+                if !is_tls || quic.is_none() {
+                    break (group, steering, actual);
                 }
+                match http3::bind(actual) {
+                    Ok(udp) => {
+                        udp_sockets.push((actual, udp));
+                        break (group, steering, actual);
+                    }
+                    // Port 0: the kernel chose a TCP port whose UDP twin is taken (by any
+                    // client's socket); let it choose again.
+                    Err(e)
+                        if addr.port() == 0
+                            && e.kind() == std::io::ErrorKind::AddrInUse
+                            && tries < 16 =>
+                    {
+                        tries += 1;
+                    }
+                    Err(error) => {
+                        return Err(BindError {
+                            addr: actual,
+                            what: "http3 (udp)",
+                            error,
+                        })
+                    }
+                }
+            };
+            if is_tls {
                 https_addrs.push(actual);
             } else {
                 addrs.push(actual);
