@@ -168,7 +168,7 @@ pub struct TlsConfig {
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: Duration,
     /// HTTP/3 over QUIC on the UDP side of each `listen` address, advertised by `Alt-Svc`
-    /// on the TCP responses. On by default, as in Caddy.
+    /// on the TCP responses.
     pub http3: bool,
     /// HTTP/3: requests (bidirectional streams) one connection may have open at once.
     pub http3_max_streams: u32,
@@ -193,7 +193,7 @@ impl Default for TlsConfig {
             hsts: None,
             watch_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
-            http3: true,
+            http3: false,
             http3_max_streams: 100,
             http3_retry_above: 64,
             http3_early_data: false,

@@ -278,11 +278,18 @@ async fn connection<T: Serve>(
         drop(counted.take());
         kind.handshakes.increment(1);
     }
+    // Its deadline counts from here, not from its first poll (after h3's setup below).
+    let deadline = tokio::time::Instant::now() + settings.handshake_timeout;
+    let watched = conn.clone();
     let handshake = async move {
         match zero_rtt {
-            Some(done) => tokio::time::timeout(settings.handshake_timeout, done)
-                .await
-                .unwrap_or(false),
+            // It resolves when the handshake ends either way, and on a server always to
+            // false (quinn-proto sets `accepted_0rtt` on clients only): whether the
+            // connection is still up tells success.
+            Some(done) => {
+                tokio::time::timeout_at(deadline, done).await.is_ok()
+                    && watched.close_reason().is_none()
+            }
             None => std::future::pending().await,
         }
     };
@@ -414,8 +421,8 @@ async fn request<T: Serve>(
     let (mut send, recv) = stream.split();
     let head_only = req.method() == Method::HEAD;
     let declared = match content_length(req.headers()) {
-        Ok(n) => n,
-        Err(()) => {
+        Ok(n) if !connection_specific(req.headers()) => n,
+        _ => {
             // RFC 9114 §4.1.2: a malformed request.
             let _ = respond_plain(&mut send, StatusCode::BAD_REQUEST, "bad request\n").await;
             return;
@@ -518,6 +525,18 @@ async fn respond_plain(
     send.send_response(res).await?;
     send.send_data(Bytes::from_static(text.as_bytes())).await?;
     send.finish().await
+}
+
+/// RFC 9114 §4.2: a request with a connection-specific field is malformed. Taken on, a
+/// `Connection: early-data` would have the proxy strip the `Early-Data` added here.
+fn connection_specific(h: &HeaderMap) -> bool {
+    use http::header::{CONNECTION, TE, TRANSFER_ENCODING, UPGRADE};
+    h.contains_key(CONNECTION)
+        || h.contains_key(TRANSFER_ENCODING)
+        || h.contains_key(UPGRADE)
+        || h.contains_key("keep-alive")
+        || h.contains_key("proxy-connection")
+        || h.get_all(TE).iter().any(|v| v != "trailers")
 }
 
 /// The one `Content-Length` of a request, if any; two that differ, or one that is not a
