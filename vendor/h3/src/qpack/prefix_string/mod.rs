@@ -1,6 +1,7 @@
 mod bitwin;
 mod decode;
 mod encode;
+mod huffman;
 
 use std::convert::TryInto;
 use std::fmt;
@@ -47,14 +48,11 @@ pub fn decode<B: Buf>(size: u8, buf: &mut B) -> Result<Vec<u8>, Error> {
     }
 
     let payload = buf.copy_to_bytes(len);
+    // gatehouse: copied at once, and Huffman decoded a code at a time (huffman.rs).
     let value = if flags & 1 == 0 {
-        payload.into_iter().collect()
+        payload.to_vec()
     } else {
-        let mut decoded = Vec::new();
-        for byte in payload.into_iter().collect::<Vec<u8>>().hpack_decode() {
-            decoded.push(byte?);
-        }
-        decoded
+        huffman::decode(&payload)?
     };
     Ok(value)
 }
