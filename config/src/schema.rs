@@ -168,8 +168,11 @@ pub struct TlsConfig {
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: Duration,
     /// HTTP/3 over QUIC on the UDP side of each `listen` address, advertised by `Alt-Svc`
-    /// on the TCP responses.
-    pub http3: bool,
+    /// on the TCP responses. Unset: on, unless `proxy_protocol` is (see
+    /// [`TlsConfig::http3_on`]); a UDP port that cannot be bound is then skipped with a
+    /// warning instead of stopping the start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http3: Option<bool>,
     /// HTTP/3: requests (bidirectional streams) one connection may have open at once.
     pub http3_max_streams: u32,
     /// HTTP/3: above this many handshakes in progress, a new client must first prove its
@@ -193,11 +196,20 @@ impl Default for TlsConfig {
             hsts: None,
             watch_interval: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(10),
-            http3: false,
+            http3: None,
             http3_max_streams: 100,
             http3_retry_above: 64,
             http3_early_data: false,
         }
+    }
+}
+
+impl TlsConfig {
+    /// Whether HTTP/3 is served. By default it is, as in Caddy, except behind a PROXY
+    /// protocol load balancer: TCP then takes only the balancer's connections, and QUIC
+    /// would take anyone's, around it.
+    pub fn http3_on(&self, proxy_protocol: bool) -> bool {
+        self.http3.unwrap_or(!proxy_protocol)
     }
 }
 

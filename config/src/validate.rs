@@ -552,6 +552,7 @@ fn check_h2_send_buffer(c: &mut Collector, l: &crate::schema::Limits) {
 }
 
 fn check_tls(c: &mut Collector, config: &mut Config) {
+    let proxy_protocol = config.proxy_protocol;
     if let Some(tls) = &mut config.tls {
         if tls.listen.is_empty() {
             c.err("tls.listen", "at least one address is needed");
@@ -588,8 +589,14 @@ fn check_tls(c: &mut Collector, config: &mut Config) {
         if !(1..=10_000).contains(&tls.http3_max_streams) {
             c.err("tls.http3_max_streams", "must be from 1 to 10000");
         }
-        if tls.http3_early_data && !tls.http3 {
-            c.err("tls.http3_early_data", "needs tls.http3 = true");
+        if tls.http3_early_data && !tls.http3_on(proxy_protocol) {
+            c.err(
+                "tls.http3_early_data",
+                match tls.http3 {
+                    Some(false) => "needs HTTP/3, which tls.http3 = false turns off",
+                    _ => "needs HTTP/3, which is off by default with proxy_protocol: set tls.http3 = true",
+                },
+            );
         }
         // quinn: 0.5-RTT data "should not be used to send data for which client
         // authentication is being used"; early data is answered before the client's Finished.

@@ -33,9 +33,14 @@ impl H3 {
 
     /// `[tls]` with HTTP/3 on one ephemeral port.
     fn tls(&self) -> String {
+        self.tls_on("127.0.0.1:0", "http3 = true\n")
+    }
+
+    /// `[tls]` on `listen`, with `http3` lines as given.
+    fn tls_on(&self, listen: &str, http3: &str) -> String {
         let d = self.dir.path();
         format!(
-            "[timeouts]\ndrain = \"200ms\"\n[tls]\nlisten = \"127.0.0.1:0\"\nhttp3 = true\n\
+            "[timeouts]\ndrain = \"200ms\"\n[tls]\nlisten = {listen:?}\n{http3}\
              [[tls.certs]]\ncert = {:?}\nkey = {:?}\n",
             d.join("l.crt").display().to_string(),
             d.join("l.key").display().to_string()
@@ -244,25 +249,100 @@ fn static_files_ranges_conditionals_and_a_large_file() {
     assert!(text.contains("HTTP/3.0 GET /digits.txt 206 10\n"), "{text}");
 }
 
-#[test]
-fn tcp_responses_advertise_the_udp_port() {
-    let h = H3::new();
-    let s = TestServer::site(&h.tls());
-    let addr = s.handle().https_addrs()[0];
+/// The `Alt-Svc` of a TCP response from `addr`.
+fn alt_svc(h: &H3, addr: std::net::SocketAddr) -> Option<String> {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let alt = rt.block_on(async {
+    rt.block_on(async {
         let ca = std::fs::read_to_string(&h.ca_file).unwrap();
         let cfg = common::tls::client_config(&ca, &[b"http/1.1"], None);
         let stream = common::tls::connect(addr, "localhost", &cfg).await.unwrap();
         let mut c = common::tls::H1::new(stream).await;
         let got = c.get("localhost", "/hello.txt").await.unwrap();
+        assert_eq!(got.status, 200);
         got.headers
             .get("alt-svc")
             .map(|v| v.to_str().unwrap().to_string())
-    });
-    assert_eq!(alt, Some(format!("h3=\":{}\"; ma=86400", addr.port())));
+    })
+}
+
+#[test]
+fn on_by_default_and_advertised_on_tcp() {
+    let h = H3::new();
+    // No `http3` line: the default.
+    let s = TestServer::site(&h.tls_on("127.0.0.1:0", ""));
+    let addr = s.handle().https_addrs()[0];
+    assert_eq!(
+        alt_svc(&h, addr),
+        Some(format!("h3=\":{}\"; ma=86400", addr.port()))
+    );
     // And that port answers HTTP/3.
     assert_eq!(ask(&h, addr.port(), &[get("/hello.txt")])[0].status, 200);
+}
+
+/// A TCP port free on 127.0.0.1 whose UDP twin `held` holds.
+fn udp_port_taken() -> (u16, std::net::UdpSocket) {
+    for _ in 0..50 {
+        let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = held.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return (port, held);
+        }
+    }
+    panic!("no port free on TCP with its UDP twin held");
+}
+
+#[test]
+fn a_taken_udp_port_is_skipped_by_default_and_an_error_when_asked_for() {
+    let h = H3::new();
+    let (port, _held) = udp_port_taken();
+    let listen = format!("127.0.0.1:{port}");
+    // By default: HTTPS is served there, without advertising HTTP/3.
+    let s = TestServer::site(&h.tls_on(&listen, ""));
+    assert_eq!(s.handle().https_addrs()[0].port(), port);
+    assert_eq!(alt_svc(&h, s.handle().https_addrs()[0]), None);
+    drop(s);
+    // Asked for: the start fails, naming the UDP side and its address.
+    let root = tempfile::tempdir().unwrap();
+    let config = load_config(format!(
+        "root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n{}",
+        root.path().display().to_string(),
+        h.tls_on(&listen, "http3 = true\n")
+    ))
+    .unwrap();
+    let router = gatehouse::router::build(&config).unwrap();
+    let e = match gatehouse::start(&config, router) {
+        Ok(_) => panic!("started without its UDP port"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("http3 (udp)") && e.contains(&listen), "{e}");
+}
+
+#[test]
+fn off_by_default_behind_the_proxy_protocol() {
+    let h = H3::new();
+    let pp = "proxy_protocol = true\nproxy_protocol_from = [\"127.0.0.1\"]\n";
+    let s = TestServer::site(&format!("{pp}{}", h.tls_on("127.0.0.1:0", "")));
+    let port = s.handle().https_addrs()[0].port();
+    // Nothing holds the UDP twin.
+    assert!(std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok());
+    drop(s);
+    // Early data needs HTTP/3, which is off here unless asked for.
+    let e = load_config(format!(
+        "{pp}{}",
+        h.tls_on("127.0.0.1:0", "http3_early_data = true\n")
+    ))
+    .unwrap_err();
+    assert!(
+        e.contains("tls.http3_early_data") && e.contains("proxy_protocol"),
+        "{e}"
+    );
+    // Asked for, it is served.
+    let s = TestServer::site(&format!(
+        "{pp}{}",
+        h.tls_on("127.0.0.1:0", "http3 = true\n")
+    ));
+    let port = s.handle().https_addrs()[0].port();
+    assert_eq!(ask(&h, port, &[get("/hello.txt")])[0].status, 200);
 }
 
 #[test]
@@ -384,6 +464,82 @@ fn the_proxy_forwards_uploads_and_bodiless_requests_as_they_came() {
     assert_eq!(got[3].header("x-seen-te"), Some("-"));
 }
 
+/// Field strings as a real encoder (aioquic's ls-qpack) Huffman codes them, through
+/// gatehouse's QPACK decoder to an upstream that answers with what it got: 200 random
+/// paths and values, over all of the code's lengths (5 to 30 bits).
+#[test]
+fn qpack_strings_arrive_as_the_client_encoded_them() {
+    let h = H3::new();
+    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move {
+        let mut seen = req.uri().to_string().into_bytes();
+        seen.push(b'\n');
+        if let Some(v) = req.headers().get("x-probe") {
+            seen.extend_from_slice(v.as_bytes());
+        }
+        seen
+    });
+    let up = serve_axum(loopback(), app);
+    let s = TestServer::site(&format!(
+        "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+        h.tls()
+    ));
+    let mut seed: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("seed {seed}");
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    // Visible ASCII and, as UTF-8, U+0080 to U+00FF: bytes whose codes are the longest.
+    let mut text = |len: u64, from: &[char]| -> String {
+        (0..len)
+            .map(|_| from[rnd(from.len() as u64) as usize])
+            .collect()
+    };
+    let value_chars: Vec<char> = ('!'..='~').chain('\u{80}'..='\u{ff}').collect();
+    let query_chars: Vec<char> = ('a'..='z')
+        .chain('A'..='Z')
+        .chain('0'..='9')
+        .chain("-._~!$&'()*+,;=:@/?".chars())
+        .collect();
+    for _ in 0..2 {
+        let cases: Vec<(String, String)> = (0..100)
+            .map(|i| {
+                let path = format!("/api/{i}?{}", text(i % 70, &query_chars));
+                let value = format!(
+                    "{} {}",
+                    text(1 + i % 40, &value_chars),
+                    text(1 + i % 9, &value_chars)
+                );
+                (path, value)
+            })
+            .collect();
+        let headers: Vec<[(&str, &str); 1]> = cases
+            .iter()
+            .map(|(_, v)| [("x-probe", v.as_str())])
+            .collect();
+        let reqs: Vec<Req> = cases
+            .iter()
+            .zip(&headers)
+            .map(|((p, _), hs)| Req("GET", p, hs, None))
+            .collect();
+        let got = ask(&h, port(&s), &reqs);
+        for (g, (path, value)) in got.iter().zip(&cases) {
+            let mut want = path.clone().into_bytes();
+            want.push(b'\n');
+            want.extend_from_slice(value.as_bytes());
+            let body: Vec<u8> = g.body.chars().map(|c| c as u8).collect();
+            assert_eq!(g.status, 200, "{path} {value:?} {:?}", g.error);
+            assert_eq!(body, want, "{path} {value:?}");
+        }
+    }
+}
+
 #[test]
 fn a_body_that_disagrees_with_its_length_never_reaches_the_upstream() {
     let h = H3::new();
@@ -494,7 +650,7 @@ fn bad_http3_settings_name_their_key() {
     ))
     .unwrap_err();
     assert!(
-        e.contains("tls.http3_early_data") && e.contains("tls.http3 = true"),
+        e.contains("tls.http3_early_data") && e.contains("tls.http3 = false"),
         "{e}"
     );
     let e = load_config(format!(
@@ -965,4 +1121,100 @@ fn a_frame_too_long_to_hold_is_refused() {
     }
     // The server goes on serving.
     assert_eq!(ask(&h, p, &[get("/hello.txt")])[0].status, 200);
+}
+
+/// A Huffman-coded string whose padding is not all ones, or is 8 bits or more, is
+/// malformed (RFC 7541 §5.2): the request is refused, not served for a path it does not
+/// spell. The same string with proper padding is served.
+#[test]
+fn huffman_strings_with_bad_padding_are_refused() {
+    let h = H3::new();
+    let s = TestServer::site(&h.tls());
+    let out = python_job(
+        "h3_huffman.py",
+        &[&port(&s).to_string()],
+        &serde_json::json!({}),
+    );
+    let got: std::collections::HashMap<String, serde_json::Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["case"].as_str().unwrap().to_string(), v["result"].clone())
+        })
+        .collect();
+    assert_eq!(got["ones"], 200, "{got:?}");
+    for bad in ["zeros", "long"] {
+        // QPACK_DECOMPRESSION_FAILED (RFC 9204 §6), for the connection.
+        assert_eq!(got[bad], "connection closed 0x200", "{bad}: {got:?}");
+    }
+}
+
+/// CPU time (clock ticks) of each thread of `pid`, by name.
+fn thread_cpu(pid: u32) -> std::collections::HashMap<String, u64> {
+    let mut by_name = std::collections::HashMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let Ok(stat) = std::fs::read_to_string(task.unwrap().path().join("stat")) else {
+            continue;
+        };
+        // "tid (name) state ppid ...": utime and stime are fields 14 and 15.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let f: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        let ticks = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        *by_name.entry(name).or_insert(0) += ticks;
+    }
+    by_name
+}
+
+/// With `runtime = "per-core"` (the default) and two runtimes, HTTP/3 connections are
+/// served by both, as TCP connections are: the second does a fair share of the work of
+/// four connections' downloads, not none of it.
+#[test]
+fn per_core_runtimes_share_the_connections() {
+    let h = H3::new();
+    let root = tempfile::tempdir().unwrap();
+    noise(&root.path().join("big.bin"), 8 * 1024 * 1024);
+    let p = free_port();
+    let tls = h.tls().replace("127.0.0.1:0", &format!("127.0.0.1:{p}"));
+    let g = spawn_gatehouse_in(root.path(), &format!("workers = 2\n{tls}"));
+    let pid = g.child.id();
+    let before = thread_cpu(pid);
+    for _ in 0..4 {
+        for got in ask(&h, p, &[get("/big.bin"), get("/big.bin")]) {
+            assert_eq!((got.status, got.len), (200, 8 * 1024 * 1024));
+        }
+    }
+    let after = thread_cpu(pid);
+    let used = |name: &str| after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0);
+    let (first, second) = (used("gatehouse-0"), used("gatehouse-1"));
+    // Each runtime encrypts two of the four connections' 16 MiB; the first also reads
+    // the socket for all of them.
+    assert!(
+        second * 5 >= first + second && first + second >= 10,
+        "CPU ticks: gatehouse-0 {first}, gatehouse-1 {second}"
+    );
+}
+
+/// A client that moves to a new address mid-connection (RFC 9000 §9) keeps its
+/// connection, with connections spread over two runtimes.
+#[test]
+fn a_client_that_moves_keeps_its_connection() {
+    let h = H3::new();
+    let s = TestServer::site(&format!("workers = 2\n{}", h.tls()));
+    let out = python_job(
+        "h3_migrate.py",
+        &[&port(&s).to_string(), "/hello.txt"],
+        &serde_json::json!({}),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_ne!(v["ports"][0], v["ports"][1], "{v}");
+    assert_eq!(
+        (v["first"].as_u64(), v["second"].as_u64()),
+        (Some(200), Some(200)),
+        "{v}"
+    );
+    assert!(v["closed"].is_null(), "{v}");
 }

@@ -1,6 +1,6 @@
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -89,6 +89,75 @@ pub fn bind_group(
         }
     }
     Ok((out, steering))
+}
+
+/// A UDP socket for `addr` (v6 only for IPv6), bound.
+fn udp_socket(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// QUIC's sockets for one address: `count` of them (one per runtime) in a `SO_REUSEPORT`
+/// group, each for its own endpoint. A classic BPF program ([`by_cid_program`]) hands each
+/// datagram to the socket numbered after its destination connection ID, which gatehouse
+/// chooses so (`http3::SteeredCid`): a connection's packets reach the endpoint that holds
+/// it, from any address, so migration (RFC 9000 §9) works as with one socket. Without the
+/// program (it could not be attached) the group is one socket. As for TCP, an address
+/// another socket holds is refused first ([`probe_unshared`]).
+pub fn bind_udp_group(addr: SocketAddr, count: usize) -> io::Result<Vec<UdpSocket>> {
+    if count <= 1 || addr.port() == 0 {
+        return Ok(vec![udp_socket(addr, false)?]);
+    }
+    udp_socket(addr, false)?;
+    let first = udp_socket(addr, true)?;
+    if let Err(e) = attach(first.as_raw_fd(), &by_cid_program(count)) {
+        tracing::warn!(%addr, error = %e, "cannot steer QUIC packets by connection ID; HTTP/3 runs on one runtime");
+        return Ok(vec![first]);
+    }
+    let mut out = vec![first];
+    for _ in 1..count {
+        match udp_socket(addr, true) {
+            Ok(s) => out.push(s),
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "HTTP/3 runs on one runtime");
+                out.truncate(1);
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+// linux/bpf_common.h
+const BPF_LD_B_ABS: u16 = 0x30;
+const BPF_JMP_JSET_K: u16 = 0x45;
+const BPF_JMP_JA: u16 = 0x05;
+const BPF_ALU_MOD_K: u16 = 0x94;
+const BPF_RET_A: u16 = 0x16;
+
+/// The socket for a QUIC datagram: the first byte of its destination connection ID, mod
+/// `count`. That ID starts at byte 1 of a short header (RFC 9000 §17.3) and at byte 6 of a
+/// long one (§17.2: the first byte, four of version, one of length). A new client's Initial
+/// carries an ID it chose at random, so new connections spread evenly; every later packet
+/// carries one the endpoint chose.
+fn by_cid_program(count: usize) -> Vec<libc::sock_filter> {
+    vec![
+        op(BPF_LD_B_ABS, 0, 0, 0),
+        // Long header (the form bit): to the load of byte 6.
+        op(BPF_JMP_JSET_K, 2, 0, 0x80),
+        op(BPF_LD_B_ABS, 0, 0, 1),
+        op(BPF_JMP_JA, 0, 0, 1),
+        op(BPF_LD_B_ABS, 0, 0, 6),
+        op(BPF_ALU_MOD_K, 0, 0, count as u32),
+        op(BPF_RET_A, 0, 0, 0),
+    ]
 }
 
 const MAX_CPUS: usize = 1024;

@@ -407,6 +407,9 @@ fn start_with<T: Serve>(
         None => None,
     };
     let mut udp_sockets = Vec::new();
+    let http3_asked = config.tls.as_ref().is_some_and(|t| t.http3 == Some(true));
+    // HTTPS ports whose UDP twin could not be bound: not advertised by Alt-Svc.
+    let mut no_quic_ports = Vec::new();
     let mut addrs = Vec::new();
     let mut https_addrs = Vec::new();
     let tls_listen = config.tls.as_ref().map_or(&[][..], |t| &t.listen[..]);
@@ -424,7 +427,7 @@ fn start_with<T: Serve>(
                 if !is_tls || quic.is_none() {
                     break (group, steering, actual);
                 }
-                match http3::bind(actual) {
+                match listener::bind_udp_group(actual, groups) {
                     Ok(udp) => {
                         udp_sockets.push((actual, udp));
                         break (group, steering, actual);
@@ -438,12 +441,22 @@ fn start_with<T: Serve>(
                     {
                         tries += 1;
                     }
-                    Err(error) => {
+                    // Asked for: a start that cannot serve it fails, as for TCP.
+                    Err(error) if http3_asked => {
                         return Err(BindError {
                             addr: actual,
                             what: "http3 (udp)",
                             error,
                         })
+                    }
+                    // On by default only: TCP is served, without advertising HTTP/3 there
+                    // (a VPN holding 443/udp must not stop a server that started before).
+                    Err(error) => {
+                        tracing::warn!(
+                            "http3: udp {actual}: {error}; serving HTTPS there without HTTP/3 (set tls.http3 = true to make this an error)"
+                        );
+                        no_quic_ports.push(actual.port());
+                        break (group, steering, actual);
                     }
                 }
             };
@@ -509,9 +522,12 @@ fn start_with<T: Serve>(
         if tls_kinds.iter().any(|(p, _)| *p == a.port()) {
             continue;
         }
-        let alt_svc = quic.as_ref().and_then(|_| {
-            http::HeaderValue::try_from(format!("h3=\":{}\"; ma=86400", a.port())).ok()
-        });
+        let alt_svc = quic
+            .as_ref()
+            .filter(|_| !no_quic_ports.contains(&a.port()))
+            .and_then(|_| {
+                http::HeaderValue::try_from(format!("h3=\":{}\"; ma=86400", a.port())).ok()
+            });
         let kind = ListenerKind::new(tls_front(alt_svc), tls.clone(), false);
         tls_kinds.push((a.port(), Arc::new(kind)));
     }
@@ -540,6 +556,15 @@ fn start_with<T: Serve>(
         };
         for (i, l) in group.into_iter().enumerate() {
             per_runtime[i].push((kind.clone(), l, steering.clone().map(|s| (i, s))));
+        }
+    }
+    // And socket i of each address's UDP group, with its number and the group's size.
+    let mut udp_per_runtime: Vec<Vec<(std::net::UdpSocket, http3::Steer)>> =
+        (0..groups).map(|_| Vec::new()).collect();
+    for (_, group) in udp_sockets {
+        let of = group.len();
+        for (i, socket) in group.into_iter().enumerate() {
+            udp_per_runtime[i].push((socket, http3::Steer { index: i, of }));
         }
     }
     for (i, listeners) in per_runtime.into_iter().enumerate() {
@@ -572,12 +597,8 @@ fn start_with<T: Serve>(
             rx.clone(),
         );
         let watch = if i == 0 { tls.clone() } else { None };
-        // HTTP/3's endpoints run on the first runtime: one UDP socket per address.
-        let udp = if i == 0 {
-            std::mem::take(&mut udp_sockets)
-        } else {
-            Vec::new()
-        };
+        // HTTP/3: socket i of each address's group, and its own endpoint.
+        let udp = std::mem::take(&mut udp_per_runtime[i]);
         let (quic, quic_kind) = (quic.clone(), quic_kind.clone());
         let name = format!("gatehouse-{i}");
         let t = std::thread::Builder::new()
@@ -594,10 +615,11 @@ fn start_with<T: Serve>(
                         t.spawn_watch();
                     }
                     let mut loops = Vec::new();
-                    for (_, socket) in udp {
+                    for (socket, steer) in udp {
                         if let Some(q) = &quic {
                             loops.push(tokio::spawn(http3::serve(
                                 socket,
+                                steer,
                                 quic_kind.clone(),
                                 svc.clone(),
                                 q.clone(),

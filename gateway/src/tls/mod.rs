@@ -113,7 +113,7 @@ impl Tls {
 
         // QUIC carries TLS 1.3 only (RFC 9001 §4.2), with the same certificates (SNI,
         // reloads, ACME) and the same client verifier.
-        let quic = if tls.http3 {
+        let quic = if tls.http3_on(config.proxy_protocol) {
             let mut qc = base(&[&rustls::version::TLS13])?;
             qc.alpn_protocols = vec![b"h3".to_vec()];
             qc.ignore_client_order = true;
