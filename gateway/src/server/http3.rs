@@ -190,6 +190,7 @@ pub(crate) async fn serve<T: Serve>(
             })
         });
     }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
     let endpoint = match quinn::Endpoint::new(
         config,
         Some(settings.server.clone()),
@@ -202,6 +203,12 @@ pub(crate) async fn serve<T: Serve>(
             return;
         }
     };
+    // `fd` is the endpoint's socket, open while the endpoint lives.
+    if steer.of > 1 {
+        if let Err(e) = super::listener::udp_gro_off(fd) {
+            tracing::warn!("http3: cannot turn UDP GRO off on a steered socket: {e}");
+        }
+    }
     if *shutdown.borrow() {
         return;
     }

@@ -112,6 +112,8 @@ fn udp_socket(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
 /// program (it could not be attached) the group is one socket. As for TCP, an address
 /// another socket holds is refused first ([`probe_unshared`]).
 pub fn bind_udp_group(addr: SocketAddr, count: usize) -> io::Result<Vec<UdpSocket>> {
+    // The program steers by one byte: at most 256 sockets (runtimes past them serve TCP).
+    let count = count.min(256);
     if count <= 1 || addr.port() == 0 {
         return Ok(vec![udp_socket(addr, false)?]);
     }
@@ -133,6 +135,29 @@ pub fn bind_udp_group(addr: SocketAddr, count: usize) -> io::Result<Vec<UdpSocke
         }
     }
     Ok(out)
+}
+
+/// Turns UDP GRO off on a socket of a steered group (quinn turns it on). GRO merges
+/// datagrams of one address pair into one buffer and the group's program runs once, on
+/// the first: a client with several connections on one socket (a connection pool) would
+/// have the others' datagrams handed to the wrong endpoint.
+#[allow(unsafe_code)] // FFI: setsockopt(UDP_GRO).
+pub fn udp_gro_off(fd: RawFd) -> io::Result<()> {
+    let off: libc::c_int = 0;
+    // SAFETY: `off` outlives the call, and the length given is its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_UDP,
+            libc::UDP_GRO,
+            (&off as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 // linux/bpf_common.h

@@ -522,11 +522,16 @@ fn start_with<T: Serve>(
         if tls_kinds.iter().any(|(p, _)| *p == a.port()) {
             continue;
         }
+        // Static bytes: it is cloned for every response, on every runtime, and a shared
+        // count would be two atomic operations on one cache line per response.
         let alt_svc = quic
             .as_ref()
             .filter(|_| !no_quic_ports.contains(&a.port()))
             .and_then(|_| {
-                http::HeaderValue::try_from(format!("h3=\":{}\"; ma=86400", a.port())).ok()
+                let text: &'static str =
+                    Box::leak(format!("h3=\":{}\"; ma=86400", a.port()).into_boxed_str());
+                http::HeaderValue::from_maybe_shared(bytes::Bytes::from_static(text.as_bytes()))
+                    .ok()
             });
         let kind = ListenerKind::new(tls_front(alt_svc), tls.clone(), false);
         tls_kinds.push((a.port(), Arc::new(kind)));
