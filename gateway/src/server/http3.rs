@@ -228,15 +228,13 @@ pub(crate) async fn serve<T: Serve>(
         // RFC 9000 §8.1.2: under a flood of Initials (from spoofed addresses, say), make
         // each client prove its address with a Retry before any handshake state is kept.
         // Counted here, not in the task: quinn hands over a burst without yielding.
-        if !incoming.remote_address_validated()
-            && settings.handshaking.load(Ordering::Relaxed) >= settings.retry_above
-        {
+        let validated = incoming.remote_address_validated();
+        let Some(counted) = Handshaking::reserve(&settings, validated) else {
             shared.connections.fetch_sub(1, Ordering::SeqCst);
             settings.retries.increment(1);
             let _ = incoming.retry();
             continue;
-        }
-        let validated = incoming.remote_address_validated();
+        };
         let connecting = match incoming.accept() {
             Ok(c) => c,
             Err(e) => {
@@ -245,7 +243,6 @@ pub(crate) async fn serve<T: Serve>(
                 continue;
             }
         };
-        let counted = Handshaking::new(settings.clone());
         kind.open.increment(1.0);
         let guard = ConnGuard(shared.clone(), kind.clone());
         let svc = Fronted::new(kind.front.clone(), svc.clone());
@@ -272,9 +269,18 @@ pub(crate) async fn serve<T: Serve>(
 struct Handshaking(Arc<H3Settings>);
 
 impl Handshaking {
-    fn new(settings: Arc<H3Settings>) -> Handshaking {
-        settings.handshaking.fetch_add(1, Ordering::Relaxed);
-        Handshaking(settings)
+    /// Counts one more, unless the client's address is not validated and `retry_above`
+    /// are in progress already. Checked and counted in one step: every runtime's endpoint
+    /// accepts at once, and a load then an add let two of them both take the last place.
+    fn reserve(settings: &Arc<H3Settings>, validated: bool) -> Option<Handshaking> {
+        let limit = settings.retry_above;
+        settings
+            .handshaking
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (validated || n < limit).then_some(n + 1)
+            })
+            .ok()?;
+        Some(Handshaking(settings.clone()))
     }
 }
 
