@@ -105,12 +105,12 @@ fn udp_socket(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
 }
 
 /// QUIC's sockets for one address: `count` of them (one per runtime) in a `SO_REUSEPORT`
-/// group, each for its own endpoint. A classic BPF program ([`by_cid_program`]) hands each
+/// group, each for its own endpoint. A classic BPF program (`by_cid_program`) hands each
 /// datagram to the socket numbered after its destination connection ID, which gatehouse
 /// chooses so (`http3::SteeredCid`): a connection's packets reach the endpoint that holds
 /// it, from any address, so migration (RFC 9000 §9) works as with one socket. Without the
 /// program (it could not be attached) the group is one socket. As for TCP, an address
-/// another socket holds is refused first ([`probe_unshared`]).
+/// another socket holds is refused first (`probe_unshared`).
 pub fn bind_udp_group(addr: SocketAddr, count: usize) -> io::Result<Vec<UdpSocket>> {
     // The program steers by one byte: at most 256 sockets (runtimes past them serve TCP).
     let count = count.min(256);
