@@ -141,23 +141,10 @@ pub fn bind_udp_group(addr: SocketAddr, count: usize) -> io::Result<Vec<UdpSocke
 /// datagrams of one address pair into one buffer and the group's program runs once, on
 /// the first: a client with several connections on one socket (a connection pool) would
 /// have the others' datagrams handed to the wrong endpoint.
-#[allow(unsafe_code)] // FFI: setsockopt(UDP_GRO).
+#[allow(unsafe_code)] // setsockopt(UDP_GRO).
 pub fn udp_gro_off(fd: RawFd) -> io::Result<()> {
-    let off: libc::c_int = 0;
-    // SAFETY: `off` outlives the call, and the length given is its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_UDP,
-            libc::UDP_GRO,
-            (&off as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // SAFETY: a plain int, with no pointer in it.
+    unsafe { setsockopt(fd, libc::SOL_UDP, libc::UDP_GRO, &(0 as libc::c_int)) }
 }
 
 // linux/bpf_common.h
@@ -218,21 +205,37 @@ fn by_cpu_program(cpus: &[u32], count: usize) -> Vec<libc::sock_filter> {
     prog
 }
 
-#[allow(unsafe_code)] // FFI: setsockopt(SO_ATTACH_REUSEPORT_CBPF).
+#[allow(unsafe_code)] // setsockopt(SO_ATTACH_REUSEPORT_CBPF).
 fn attach(fd: RawFd, prog: &[libc::sock_filter]) -> io::Result<()> {
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_ptr().cast_mut(),
     };
-    // SAFETY: fprog points at `prog`, alive for the call; the kernel copies the program
-    // and never writes through the pointer.
+    // SAFETY: fprog points at `prog` (its length given), alive for the call; the kernel
+    // copies the program and never writes through the pointer.
+    unsafe { setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_REUSEPORT_CBPF, &fprog) }
+}
+
+/// setsockopt(2) with `value` as the option's value.
+///
+/// # Safety
+/// Any pointer in `value` must be valid for what the option reads through it.
+#[allow(unsafe_code)] // FFI: setsockopt.
+unsafe fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` is a live `T` for the call and the length given is its size; the
+    // caller vouches for what it points at.
     let rc = unsafe {
         libc::setsockopt(
             fd,
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            (&fprog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
         )
     };
     if rc != 0 {
