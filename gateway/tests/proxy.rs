@@ -30,12 +30,6 @@ fn named(name: &'static str) -> Backend {
     backend(axum::Router::new().fallback(any(move || async move { name })))
 }
 
-/// An address nothing listens on.
-fn dead_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
-}
-
 fn proxy_toml(upstreams: &[String], extra: &str) -> String {
     let list: Vec<String> = upstreams.iter().map(|u| format!("{u:?}")).collect();
     format!(
@@ -128,10 +122,8 @@ fn hash_on_a_header_is_sticky_and_spreads() {
 #[test]
 fn a_dead_upstream_fails_over_for_idempotent_requests_and_gives_502_otherwise() {
     let live = named("live");
-    let s = start(&proxy_toml(
-        &[url(dead_addr()), url(live.addr)],
-        "max_fails = 0",
-    ));
+    let (dead, _held) = dead_addr();
+    let s = start(&proxy_toml(&[url(dead), url(live.addr)], "max_fails = 0"));
     // Round robin starts at the dead one: the GET goes on to the live one.
     for _ in 0..4 {
         let r = s.get("/");
@@ -518,7 +510,7 @@ fn prefix_stripping_and_the_upstreams_host() {
 #[test]
 fn a_failed_over_request_carries_the_next_upstreams_host() {
     let e = echo();
-    let dead = dead_addr();
+    let (dead, _held) = dead_addr();
     let s = start(&proxy_toml(
         &[url(dead), url(e.addr)],
         "max_fails = 0\nkeep_host = false",

@@ -156,10 +156,7 @@ fn http2_by_prior_knowledge_to_a_plain_upstream() {
 #[test]
 fn a_dead_upstream_fails_over_on_hypers_client_too() {
     let up = upstream(None);
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let (dead, _held) = dead_addr();
     let dir = tempfile::tempdir().unwrap();
     let config = |extra: &str| {
         format!(

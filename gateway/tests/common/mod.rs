@@ -462,3 +462,19 @@ pub fn chromium_dom(extra: &[String], url: &str) -> (String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// An address where every connection is refused, for as long as the socket returned
+/// lives: bound but never listening, it holds its port. A port bound and let go at once,
+/// as this did before, was once taken by another test's server before the test used it.
+pub fn dead_addr() -> (SocketAddr, socket2::Socket) {
+    let s =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    s.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .expect("bind");
+    let addr = s
+        .local_addr()
+        .expect("addr")
+        .as_socket()
+        .expect("an IP address");
+    (addr, s)
+}
