@@ -288,6 +288,47 @@ async fn forward_auth_in_an_axum_app() {
     );
 }
 
+/// RFC 8470 §5.1, §5.2: a request that came in early data is put to the auth service
+/// marked `Early-Data: 1`, and the service's 425 goes back to the client. Without the mark,
+/// a 425 is the service failing: 503.
+#[tokio::test]
+async fn forward_auth_marks_early_data_and_passes_its_425_back() {
+    let service = Router::new().fallback(|h: HeaderMap| async move {
+        let status = match h.get("early-data").map(|v| v.to_str().unwrap()) {
+            Some("1") => StatusCode::TOO_EARLY,
+            _ => StatusCode::OK,
+        };
+        (status, "later")
+    });
+    let url = format!("http://{}/auth", serve(service).await);
+    let app: Router = Router::new()
+        .route("/", get(|| async { "in" }))
+        .layer(AuthLayer::new(
+            ForwardAuth::new(&url, &ForwardOptions::default()).unwrap(),
+        ));
+    let mut early = HeaderMap::new();
+    early.insert("early-data", "1".parse().unwrap());
+    assert_eq!(
+        status_and_body(&app, early).await,
+        (StatusCode::TOO_EARLY, "later".into())
+    );
+    assert_eq!(
+        status_and_body(&app, HeaderMap::new()).await,
+        (StatusCode::OK, "in".into())
+    );
+    let always = Router::new().fallback(|| async { (StatusCode::TOO_EARLY, "later") });
+    let url = format!("http://{}/auth", serve(always).await);
+    let app: Router = Router::new()
+        .route("/", get(|| async { "in" }))
+        .layer(AuthLayer::new(
+            ForwardAuth::new(&url, &ForwardOptions::default()).unwrap(),
+        ));
+    assert_eq!(
+        status_and_body(&app, HeaderMap::new()).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
 #[tokio::test]
 async fn jwt_from_a_jwks_url_in_an_axum_app() {
     let keys = Router::new().route(

@@ -9,6 +9,10 @@
 //!   its body and its `WWW-Authenticate`, `Location`, `Set-Cookie` and `Content-Type`.
 //! - Anything else, no answer within the timeout, or no connection: 503. A failing auth
 //!   service never lets a request in.
+//!
+//! A request marked `Early-Data: 1` (it came in TLS or QUIC early data, RFC 8470) is put
+//! to the auth service marked so too (§5.1), and the service's 425 Too Early goes back to
+//! the client (§5.2), which sends it again once its handshake is done.
 
 use super::{AuthError, Check, Client, Grant};
 use bytes::Bytes;
@@ -68,6 +72,7 @@ static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host"
 static X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
+static EARLY_DATA: HeaderName = HeaderName::from_static("early-data");
 
 impl ForwardAuth {
     /// Identifies this check among clones of others.
@@ -144,6 +149,10 @@ impl ForwardAuth {
                 sub.insert(X_FORWARDED_FOR.clone(), v);
             }
         }
+        let early = req.headers().get(&EARLY_DATA).is_some_and(|v| v == "1");
+        if early {
+            sub.insert(EARLY_DATA.clone(), HeaderValue::from_static("1"));
+        }
         let sent = i
             .client
             .request(req.method().clone(), i.url.clone())
@@ -152,7 +161,7 @@ impl ForwardAuth {
         let me = self.clone();
         Check::Wait(Box::pin(async move {
             match sent.await {
-                Ok(answer) => me.answer(answer).await,
+                Ok(answer) => me.answer(answer, early).await,
                 Err(e) => {
                     tracing::warn!("forward auth {}: {e}", me.inner.url);
                     Err(unavailable())
@@ -161,7 +170,11 @@ impl ForwardAuth {
         }))
     }
 
-    async fn answer(&self, mut a: reqwest::Response) -> Result<Grant, Response<Bytes>> {
+    async fn answer(
+        &self,
+        mut a: reqwest::Response,
+        early: bool,
+    ) -> Result<Grant, Response<Bytes>> {
         let status = a.status();
         if status.is_success() {
             let mut grant = Grant::default();
@@ -173,7 +186,8 @@ impl ForwardAuth {
             return Ok(grant);
         }
         let passed = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
-            || status.is_redirection();
+            || status.is_redirection()
+            || (early && status == StatusCode::TOO_EARLY);
         if !passed {
             tracing::warn!("forward auth {}: answered {status}", self.inner.url);
             return Err(unavailable());
