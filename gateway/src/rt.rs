@@ -48,3 +48,83 @@ where
             }
         })
 }
+
+pin_project_lite::pin_project! {
+    /// [`within`]'s future.
+    pub(crate) struct Within<F> {
+        #[pin]
+        fut: F,
+        limit: std::time::Duration,
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+    }
+}
+
+/// `fut`, or `None` if it has not finished `limit` after it first had to wait. As
+/// `tokio::time::timeout`, but the timer (a clock read and the runtime handle's reference
+/// count, each time) is set up only if `fut` is not ready at its first poll: most of an
+/// HTTP/3 response's writes are, and five timeouts a request were 2–3% of h3-1k's CPU.
+/// Unlike tokio's, it does not poll its timer outside the task's coop budget: keep it for
+/// futures that do not spend that budget (quinn's and h3's I/O do not).
+pub(crate) fn within<F: Future>(limit: std::time::Duration, fut: F) -> Within<F> {
+    Within {
+        fut,
+        limit,
+        timer: None,
+    }
+}
+
+impl<F: Future> Future for Within<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let mut this = self.project();
+        if let std::task::Poll::Ready(v) = this.fut.poll(cx) {
+            return std::task::Poll::Ready(Some(v));
+        }
+        if this.timer.is_none() {
+            this.timer.set(Some(tokio::time::sleep(*this.limit)));
+        }
+        match this.timer.as_pin_mut().map(|t| t.poll(cx)) {
+            Some(std::task::Poll::Ready(())) => std::task::Poll::Ready(None),
+            _ => std::task::Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within;
+    use std::future::Future;
+    use std::time::Duration;
+
+    fn run<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    #[test]
+    fn within_is_the_future_or_none_after_its_limit() {
+        run(async {
+            assert_eq!(within(Duration::ZERO, async { 7 }).await, Some(7));
+            let late = tokio::time::sleep(Duration::from_millis(200));
+            assert_eq!(within(Duration::from_millis(20), late).await, None);
+            let soon = async {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                8
+            };
+            assert_eq!(within(Duration::from_secs(5), soon).await, Some(8));
+            // The limit counts from the first wait, and a pending future still ends it.
+            let never = std::future::pending::<()>();
+            let t = tokio::time::Instant::now();
+            assert_eq!(within(Duration::from_millis(30), never).await, None);
+            assert!(t.elapsed() >= Duration::from_millis(30));
+        });
+    }
+}

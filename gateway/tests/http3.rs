@@ -861,14 +861,18 @@ fn early_data_on_keeps_connections_that_answered_a_retry() {
 }
 
 /// RFC 9114 §4.2: connection-specific fields make a request malformed: 400. Taken on,
-/// `Connection: early-data` would have the proxy strip the `Early-Data` marker.
+/// `Connection: early-data` would have the proxy strip the `Early-Data` marker. Refused
+/// by the listener's checks, each is counted as any refused request is: under no route,
+/// and by its protocol.
 #[test]
 fn connection_specific_request_fields_get_400() {
     let h = H3::new();
-    let s = TestServer::site(&h.tls());
+    let p = free_port();
+    let tls = h.tls().replace("127.0.0.1:0", &format!("127.0.0.1:{p}"));
+    let g = spawn_gatehouse_in(&fixtures().join("site"), &tls);
     let got = ask(
         &h,
-        port(&s),
+        p,
         &[
             Req("GET", "/hello.txt", &[("connection", "early-data")], None),
             Req("GET", "/hello.txt", &[("keep-alive", "5")], None),
@@ -885,6 +889,32 @@ fn connection_specific_request_fields_get_400() {
     );
     let statuses: Vec<u16> = got.iter().map(|g| g.status).collect();
     assert_eq!(statuses, [400, 400, 400, 400, 400, 200]);
+    let m = send(g.admin, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").text();
+    for line in [
+        "gatehouse_http_requests_total{route=\"(none)\",method=\"GET\",status=\"400\"} 5",
+        "gatehouse_http_requests_by_protocol_total{protocol=\"HTTP/3\"} 6",
+    ] {
+        assert!(m.contains(line), "no {line:?} in\n{m}");
+    }
+}
+
+/// RFC 9114 §4.1.1: a request body the server does not read (a malformed request, a
+/// method the route refuses) is stopped with H3_NO_ERROR once the response is decided,
+/// and the response is complete.
+#[test]
+fn an_unread_request_body_is_stopped_with_no_error() {
+    let h = H3::new();
+    let s = TestServer::site(&h.tls());
+    for (args, status) in [(&["malformed"][..], 400), (&[][..], 405)] {
+        let p = port(&s).to_string();
+        let mut all = vec![p.as_str(), "/hello.txt"];
+        all.extend_from_slice(args);
+        let out = python_job("h3_stop.py", &all, &serde_json::json!({}));
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["status"].as_u64(), Some(status), "{v}");
+        assert_eq!(v["ended"], true, "{v}");
+        assert_eq!(v["stop_sending"].as_u64(), Some(0x100), "{v}");
+    }
 }
 
 /// The SPKI SHA-256 of a PEM certificate, base64, as Chromium's
@@ -1202,6 +1232,28 @@ fn per_core_runtimes_share_the_connections() {
         second * 4 >= first + second && first * 4 >= first + second,
         "CPU ns: gatehouse-0 {first}, gatehouse-1 {second}"
     );
+}
+
+/// A connection kept up by PINGs alone (which restart QUIC's idle timeout) but asking
+/// nothing is closed after `timeouts.keep_alive`, as an idle HTTP/1.1 or HTTP/2 one is: no
+/// sooner, and within a tick of it (a quarter of it, here 250 ms; the bound allows for a
+/// loaded machine).
+#[test]
+fn a_connection_without_requests_is_closed_after_keep_alive() {
+    let h = H3::new();
+    let tls = h
+        .tls()
+        .replace("[timeouts]\n", "[timeouts]\nkeep_alive = \"1s\"\n");
+    let s = TestServer::site(&tls);
+    let out = python_job(
+        "h3_idle.py",
+        &[&port(&s).to_string(), "/hello.txt"],
+        &serde_json::json!({}),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["status"].as_u64(), Some(200), "{v}");
+    let after = v["closed_after"].as_f64().unwrap_or(f64::INFINITY);
+    assert!((0.95..=2.0).contains(&after), "{v}");
 }
 
 /// A client that moves to a new address mid-connection (RFC 9000 §9) keeps its

@@ -178,28 +178,38 @@ impl<T: Serve> Fronted<T> {
     }
 
     pub(crate) fn serve(&self, req: Request<Incoming>, conn: ConnInfo) -> FrontFuture<T::Future> {
-        self.front(req, false, |req| self.inner.serve(req, conn))
+        self.front(req, false, None, |req| self.inner.serve(req, conn))
     }
 
     /// `early`: the request came in 0-RTT data, before its client's handshake was done.
+    /// `malformed`: why the HTTP/3 layer found the request malformed (RFC 9114 §4.1.2), if
+    /// it did; it is answered 400 here, counted as any other refused request.
     pub(crate) fn serve_http3(
         &self,
         req: Request<Http3Body>,
         conn: ConnInfo,
         early: bool,
+        malformed: Option<&'static str>,
     ) -> FrontFuture<T::Http3Future> {
-        self.front(req, early, |req| self.inner.serve_http3(req, conn))
+        self.front(req, early, malformed, |req| {
+            self.inner.serve_http3(req, conn)
+        })
     }
 
     fn front<B, F>(
         &self,
         mut req: Request<B>,
         in_early_data: bool,
+        malformed: Option<&'static str>,
         inner: impl FnOnce(Request<B>) -> F,
     ) -> FrontFuture<F> {
         let front = &self.front;
         front.protocols.count(req.version());
-        let early = match front.canonicalize(&mut req) {
+        let refused = match malformed {
+            Some(why) => Some(crate::http_util::plain(StatusCode::BAD_REQUEST, why)),
+            None => front.canonicalize(&mut req),
+        };
+        let early = match refused {
             Some(res) => Some(res),
             None if in_early_data => super::front::early_data(&mut req),
             None => None,
