@@ -29,9 +29,12 @@ ROUNDS=${ROUNDS:-1}
 # write per request and nothing else, as the lower bound for static-1k and text-gzip; and
 # hyper-floor, hyper alone answering with the file from memory (gateway/examples/bare_hyper.rs,
 # built here with cargo; HYPER_FLOOR names another binary), in rules-1k too with the fields
-# that route's rules add, fixed: the floor under issue 32's figure.
+# that route's rules add, fixed: the floor under issue 32's figure; and in https-1k, h2-1k,
+# h3-1k and h3-1m, hyper over rustls and h3 over quinn (gateway/examples/bare_tls.rs;
+# TLS_FLOOR names another binary), the floor under h3-1k ÷ h2-1k.
 FLOOR=${FLOOR:-}
 HYPER_FLOOR=${HYPER_FLOOR:-$ROOT/target/release/examples/bare_hyper}
+TLS_FLOOR=${TLS_FLOOR:-$ROOT/target/release/examples/bare_tls}
 SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,h3-1k,h3-1k-aioquic,https-1m,h3-1m,log-1k,auth-basic-1k,rules-1k,redirect,idle-1000,files-10k,notfound,tls-handshake,conn-10k}
 # files-10k: 10,000 distinct 1 KiB files, a random one per request (after a pass that
 # touches each), every server's open-file cache large enough for all.
@@ -221,10 +224,10 @@ lacks() { # scenario server
 }
 
 # --- starting and stopping servers -------------------------------------------------------
-wait_port() {
+wait_port() { # port [scheme]
   local port=$1 i
   for i in $(seq 1 100); do
-    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then return 0; fi
+    if curl -sk -o /dev/null "${2:-http}://127.0.0.1:$port/"; then return 0; fi
     sleep 0.05
   done
   return 1
@@ -401,13 +404,15 @@ start_floor() { # scenario [hyper]
       "Access-Control-Allow-Credentials: true" "Vary: Origin" \
       "X-Request-Id: 0193a5f2-7c1e-7d3a-9b4e-5f6a7b8c9d0e")
   fi
-  if [ "${2:-}" = hyper ]; then
+  if [ "${2:-}" = hyper ] && is_tls "$1"; then
+    "$TLS_FLOOR" "127.0.0.1:$PORT_FLOOR" "$CERT" "$KEY" "$WWW$(scenario_path "$1")" 2>> "$WORK/floor.log" &
+  elif [ "${2:-}" = hyper ]; then
     BARE_HYPER_HEADERS=$fields "$HYPER_FLOOR" "127.0.0.1:$PORT_FLOOR" "$file" $enc 2>> "$WORK/floor.log" &
   else
     "$WORK/floor" "$PORT_FLOOR" "$file" $enc 2>> "$WORK/floor.log" &
   fi
   SERVER_PIDS=($!)
-  wait_port "$PORT_FLOOR"
+  if is_tls "$1"; then wait_port "$PORT_FLOOR" https; else wait_port "$PORT_FLOOR"; fi
 }
 
 # The backend for proxy-1k: an nginx of its own, outside SERVER_PIDS, so its CPU is not
@@ -752,7 +757,7 @@ run_server() { # scenario server
   if [ "$server" = floor ] || [ "$server" = hyper-floor ]; then
     case "$scenario" in
       static-1k | text-gzip) ;;
-      rules-1k) [ "$server" = hyper-floor ] || return 0 ;;
+      rules-1k | https-1k | h2-1k | h3-1k | h3-1m) [ "$server" = hyper-floor ] || return 0 ;;
       *) return 0 ;;
     esac
   fi
@@ -806,7 +811,11 @@ if [ "$FLOOR" = 1 ]; then
     (cd "$ROOT" && cargo build -q --release --workspace --example bare_hyper) 2>> "$WORK/floor.log" ||
       hyper_built=0
   fi
-  if [ "$hyper_built" = 1 ] && [ -x "$HYPER_FLOOR" ]; then
+  if [ "$TLS_FLOOR" = "$ROOT/target/release/examples/bare_tls" ]; then
+    (cd "$ROOT" && cargo build -q --release --workspace --example bare_tls) 2>> "$WORK/floor.log" ||
+      hyper_built=0
+  fi
+  if [ "$hyper_built" = 1 ] && [ -x "$HYPER_FLOOR" ] && [ -x "$TLS_FLOOR" ]; then
     SERVERS+=(hyper-floor)
   else
     say "FLOOR: $HYPER_FLOOR did not build: hyper-floor skipped"

@@ -98,10 +98,10 @@ print(f"smoke (rounds): {len(checks) - len(failed)} passed, {len(failed)} failed
 sys.exit(1 if failed else 0)
 PY
 
-# FLOOR=1: the one-read-one-write floor and hyper alone beside the servers, on their two
-# scenarios only.
+# FLOOR=1: the one-read-one-write floor beside the servers on its two scenarios only, and
+# the libraries alone (hyper; hyper over rustls and h3 over quinn) on theirs.
 mkdir -p "$out/floor"
-FLOOR=1 SCENARIOS=static-1k,text-gzip,https-1k CADDY= DURATION=1s WARMUP=1s CONNECTIONS=16 \
+FLOOR=1 SCENARIOS=static-1k,text-gzip,https-1k,h3-1k CADDY= DURATION=1s WARMUP=1s CONNECTIONS=16 \
   OUT_DIR="$out/floor" bash bench/run.sh > "$out/floor/stdout"
 python3 - "$out/floor" <<'PY'
 import json, os, sys
@@ -110,7 +110,7 @@ rows = json.load(open(os.path.join(out, "bench-results.json")))
 floor = {r["scenario"]: r for r in rows if r["server"] == "floor"}
 hyper = {r["scenario"]: r for r in rows if r["server"] == "hyper-floor"}
 checks = [
-    (sorted(hyper) == ["static-1k", "text-gzip"], f"hyper-floor rows for static-1k and text-gzip only: {sorted(hyper)}"),
+    (sorted(hyper) == ["h3-1k", "https-1k", "static-1k", "text-gzip"], f"hyper-floor rows for static-1k, text-gzip, https-1k and h3-1k: {sorted(hyper)}"),
     (all(r["requests"] > 0 and r["errors"] == 0 for r in hyper.values()), "hyper-floor served the checked file, without errors"),
     (sorted(floor) == ["static-1k", "text-gzip"], f"floor rows for static-1k and text-gzip only: {sorted(floor)}"),
     (all(r["requests"] > 0 and r["errors"] == 0 for r in floor.values()), "the floor served, without errors"),
