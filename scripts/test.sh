@@ -106,7 +106,7 @@ cargo fmt --all -- --check
 stage "cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 stage "each layer alone (a cargo feature per layer)"
-for f in open-file-cache static-files precompress access-log auth metrics acme rate-limit ip-filter headers redirect rewrite request-id cors error-pages; do
+for f in open-file-cache static-files precompress access-log auth cache metrics acme rate-limit ip-filter headers redirect rewrite request-id cors error-pages; do
   cargo check --quiet -p gatehouse-layers --no-default-features --features "$f"
 done
 stage "cargo test"

@@ -15,6 +15,8 @@
 //! - [`acme`]: answers ACME HTTP-01 challenges (RFC 8555 §8.3) before anything else sees
 //!   the request.
 //! - [`auth`]: HTTP Basic from an htpasswd file, Bearer JWTs, forward auth.
+//! - [`cache`]: a shared cache's rules (RFC 9111, RFC 5861), the first part of a response
+//!   cache; its Layer is still to come.
 //! - [`metrics`]: request metrics per route for Prometheus, and the process's own.
 //! - [`ip_filter`]: client IP allow and deny rules, answering 403.
 //! - [`rate_limit`]: a token bucket per client address, answering 429 with `Retry-After`.
@@ -46,6 +48,8 @@ pub mod acme;
 mod answer;
 #[cfg(feature = "auth")]
 pub mod auth;
+#[cfg(feature = "cache")]
+pub mod cache;
 pub mod cidr;
 pub mod client;
 pub mod clock;
