@@ -15,8 +15,8 @@
 //! - [`acme`]: answers ACME HTTP-01 challenges (RFC 8555 §8.3) before anything else sees
 //!   the request.
 //! - [`auth`]: HTTP Basic from an htpasswd file, Bearer JWTs, forward auth.
-//! - [`cache`]: a shared cache's rules (RFC 9111, RFC 5861), the first part of a response
-//!   cache; its Layer is still to come.
+//! - [`cache`]: a shared response cache (RFC 9111, RFC 5861): fresh hits from memory,
+//!   one upstream fetch per key, revalidation, stale responses while the upstream fails.
 //! - [`metrics`]: request metrics per route for Prometheus, and the process's own.
 //! - [`ip_filter`]: client IP allow and deny rules, answering 403.
 //! - [`rate_limit`]: a token bucket per client address, answering 429 with `Retry-After`.

@@ -1,10 +1,51 @@
-//! A shared HTTP cache's rules (RFC 9111, with RFC 5861's stale windows), for a response
-//! cache in front of proxied routes.
+//! A shared HTTP response cache (RFC 9111, with RFC 5861's stale windows), for a proxy or
+//! any Service whose responses the origin marks cacheable.
 //!
-//! This is the first part of gatehouse's response cache: [`policy`] decides what may be
-//! stored, for how long it is fresh, how old a stored response is, and whether it may
-//! answer a request as it is, after revalidation, or stale. The store and the Layer that
-//! use it (with request coalescing, `Vary`, purging and metrics) are not written yet.
+//! [`Cache`] keys a GET by scheme, host and target (and any configured request fields or
+//! cookies), with `Vary` honoured by secondary keys (§4.1). Then:
+//!
+//! - **a fresh stored response** answers at once, from memory, with `Age`; a HEAD gets
+//!   its head, a single byte range a 206, a matching `If-None-Match` or
+//!   `If-Modified-Since` a 304;
+//! - **a miss** goes upstream once however many requests want the key: the others wait
+//!   for the response to be stored (nginx's `proxy_cache_lock`), up to a timeout after
+//!   which they go themselves;
+//! - **a stale response** is revalidated with its `ETag` or `Last-Modified`, and a 304
+//!   updates its stored head (§4.3.4). Within `stale-while-revalidate` it is served at
+//!   once and refreshed in the background; within `stale-if-error` it stands in for an
+//!   upstream error (500, 502, 503, 504 or a failure);
+//! - **an unsafe method's success** removes the entries for its target and a same-host
+//!   `Location` or `Content-Location` (§4.4).
+//!
+//! What may be stored is [`policy::storable`]'s decision (§3): `no-store`, `private`,
+//! `Authorization` and `Set-Cookie` as a shared cache treats them. Requests with
+//! `Authorization` bypass the cache unless [`CacheLayer::store_authorized`] keys by it.
+//! Responses larger than [`CacheLayer::max_object_bytes`] pass through unstored. The
+//! store ([`ResponseStore`]) is bounded by bytes and by entries.
+//!
+//! Each response carries a [`CacheStatus`](crate::upstream::CacheStatus) in its
+//! extensions (the access log's `$cache_status`) and, when asked, a `Cache-Status` field
+//! (RFC 9211).
+//!
+//! # Example
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use gatehouse_layers::cache::CacheLayer;
+//! use std::time::Duration;
+//!
+//! let cache = CacheLayer::new()
+//!     .limits(32 << 20, 10_000)
+//!     .stale_if_error(Duration::from_secs(300))
+//!     .cache_status_header(true);
+//! let store = cache.store().clone(); // purge with store.invalidate(..) or purge_prefix(..)
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { ([("cache-control", "max-age=60")], "hello") }))
+//!     .layer(cache);
+//! # let _ = (app, store);
+//! ```
+//!
+//! The rules alone are in [`policy`]:
 //!
 //! ```
 //! use gatehouse_layers::cache::policy::{self, CacheControl, Use};
@@ -22,4 +63,16 @@
 //! assert_eq!(fresh, Use::Serve);
 //! ```
 
+mod body;
+mod future;
+mod key;
+mod layer;
 pub mod policy;
+mod service;
+mod store;
+
+pub use body::CacheBody;
+pub use future::ResponseFuture;
+pub use layer::{CacheLayer, DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_OBJECT_BYTES};
+pub use service::Cache;
+pub use store::{ResponseStore, Stats};

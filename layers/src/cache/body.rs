@@ -1,0 +1,138 @@
+use super::store::{Entry, Flight, Key, ResponseStore};
+use bytes::{Bytes, BytesMut};
+use http::header::HeaderName;
+use http::{HeaderMap, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+pin_project! {
+    /// A [`Cache`](super::Cache)'s response body: a stored response's, from memory, or the
+    /// inner Service's, copied into the store as it is sent when it may be stored.
+    #[project = CacheBodyProj]
+    pub enum CacheBody<B> {
+        Stored { data: Option<Bytes> },
+        Inner { #[pin] inner: B, fill: Option<Box<Fill>> },
+    }
+}
+
+impl<B> CacheBody<B> {
+    pub(crate) fn stored(data: Bytes) -> Self {
+        CacheBody::Stored {
+            data: (!data.is_empty()).then_some(data),
+        }
+    }
+
+    pub(crate) fn empty() -> Self {
+        CacheBody::Stored { data: None }
+    }
+}
+
+impl<B: Body> CacheBody<B> {
+    /// `inner`, copied into the store by `fill` as it streams. A body that is already
+    /// over is stored at once: hyper never polls it.
+    pub(crate) fn filling(inner: B, fill: Option<Box<Fill>>) -> Self {
+        let fill = match fill {
+            Some(f) if inner.is_end_stream() => {
+                f.finish();
+                None
+            }
+            f => f,
+        };
+        CacheBody::Inner { inner, fill }
+    }
+}
+
+/// What a response being stored needs once its body has all come: where it goes, its head,
+/// and the body so far. Dropped unfinished (the body failed, grew too large, or was not
+/// read to its end), it stores nothing; either way its [`Flight`] ends, and the requests
+/// waiting for it look again.
+pub(crate) struct Fill {
+    pub store: ResponseStore,
+    pub key: Key,
+    pub vary: Vec<HeaderName>,
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub exchange: super::policy::Exchange,
+    pub heuristic_max: Duration,
+    pub max: u64,
+    pub buf: BytesMut,
+    pub flight: Option<Flight>,
+}
+
+impl Fill {
+    pub(crate) fn finish(self: Box<Self>) {
+        let f = *self;
+        let entry = Entry::new(
+            f.status,
+            f.headers,
+            f.buf.freeze(),
+            f.exchange,
+            f.heuristic_max,
+        );
+        f.store.insert(f.key, f.vary, entry);
+        // The flight ends after the entry is in: its waiters find it.
+        drop(f.flight);
+    }
+}
+
+impl<B> Body for CacheBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project() {
+            CacheBodyProj::Stored { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            CacheBodyProj::Inner { mut inner, fill } => {
+                let frame = ready!(inner.as_mut().poll_frame(cx));
+                match &frame {
+                    Some(Ok(f)) => {
+                        if let (Some(d), Some(fl)) = (f.data_ref(), fill.as_mut()) {
+                            if fl.buf.len() as u64 + d.len() as u64 > fl.max {
+                                *fill = None;
+                            } else {
+                                fl.buf.extend_from_slice(d);
+                            }
+                        }
+                        if inner.is_end_stream() {
+                            if let Some(fl) = fill.take() {
+                                fl.finish();
+                            }
+                        }
+                    }
+                    Some(Err(_)) => *fill = None,
+                    None => {
+                        if let Some(fl) = fill.take() {
+                            fl.finish();
+                        }
+                    }
+                }
+                Poll::Ready(frame)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            CacheBody::Stored { data } => data.is_none(),
+            CacheBody::Inner { inner, .. } => inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            CacheBody::Stored { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+            CacheBody::Inner { inner, .. } => inner.size_hint(),
+        }
+    }
+}

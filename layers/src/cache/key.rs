@@ -1,0 +1,203 @@
+//! Cache keys (RFC 9111 §2, §4.1).
+
+use http::header::{HeaderName, COOKIE, HOST};
+use http::{HeaderMap, Request};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::OnceLock;
+
+/// What besides the target goes into a key.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KeyParts {
+    pub headers: Vec<HeaderName>,
+    pub cookies: Vec<String>,
+}
+
+/// The primary key: `GET` (a HEAD is answered from a GET's entry), scheme, host and
+/// target, then each configured field's and cookie's value. Its text starts with
+/// `GET <scheme>://<host><target>`, which a purge by prefix matches.
+pub(crate) fn primary<B>(req: &Request<B>, parts: &KeyParts) -> String {
+    primary_for(req, None, parts)
+}
+
+/// As [`primary`], for `target` on the request's host if given (a `Location` an unsafe
+/// method's response names, RFC 9111 §4.4).
+pub(crate) fn primary_for<B>(req: &Request<B>, target: Option<&str>, parts: &KeyParts) -> String {
+    let uri = req.uri();
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let host = uri
+        .authority()
+        .map(|a| a.as_str().as_bytes())
+        .or_else(|| req.headers().get(HOST).map(|v| v.as_bytes()))
+        .unwrap_or(b"");
+    let target = target.unwrap_or_else(|| uri.path_and_query().map_or("/", |pq| pq.as_str()));
+    let mut k = String::with_capacity(16 + host.len() + target.len());
+    k.push_str("GET ");
+    k.push_str(scheme);
+    k.push_str("://");
+    // Host names are case-insensitive (RFC 9110 §4.2.3).
+    for &b in host {
+        k.push(b.to_ascii_lowercase() as char);
+    }
+    k.push_str(target);
+    for name in &parts.headers {
+        k.push('\n');
+        k.push_str(name.as_str());
+        k.push(':');
+        push_values(&mut k, req.headers(), name);
+    }
+    for cookie in &parts.cookies {
+        k.push_str("\ncookie ");
+        k.push_str(cookie);
+        k.push('=');
+        if let Some(v) = cookie_value(req.headers(), cookie) {
+            k.push_str(v);
+        }
+    }
+    k
+}
+
+/// A field's values, comma-joined, as bytes that cannot break the key's layout.
+fn push_values(k: &mut String, headers: &HeaderMap, name: &HeaderName) {
+    for (i, v) in headers.get_all(name).iter().enumerate() {
+        if i > 0 {
+            k.push(',');
+        }
+        for &b in v.as_bytes() {
+            k.push(if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '?'
+            });
+        }
+    }
+}
+
+/// The value of the cookie `name` in the request's `Cookie` fields (RFC 6265 §5.4).
+fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+}
+
+/// The secondary key (§4.1): a hash of the request's values of the fields `names`, each
+/// normalised (whitespace around list members dropped, members joined by one comma).
+/// 0 when `names` is empty.
+pub(crate) fn secondary(headers: &HeaderMap, names: &[HeaderName]) -> u64 {
+    if names.is_empty() {
+        return 0;
+    }
+    static STATE: OnceLock<ahash::RandomState> = OnceLock::new();
+    let mut h = STATE
+        .get_or_init(|| ahash::RandomState::with_seeds(1, 2, 3, 4))
+        .build_hasher();
+    for name in names {
+        name.as_str().hash(&mut h);
+        for v in headers.get_all(name) {
+            for member in v.as_bytes().split(|&b| b == b',') {
+                let m = member.trim_ascii();
+                if !m.is_empty() {
+                    m.hash(&mut h);
+                    0xffu8.hash(&mut h);
+                }
+            }
+        }
+        0xfeu8.hash(&mut h);
+    }
+    // 0 is the key of responses without Vary.
+    h.finish().max(1)
+}
+
+/// The fields a response's `Vary` names, lowercased and in order, without repeats.
+pub(crate) fn vary_names(response: &HeaderMap) -> Vec<HeaderName> {
+    let mut names: Vec<HeaderName> = Vec::new();
+    for v in response.get_all(http::header::VARY) {
+        for f in v.as_bytes().split(|&b| b == b',') {
+            if let Ok(n) = HeaderName::from_bytes(f.trim_ascii()) {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(uri: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut b = Request::builder().uri(uri);
+        for (n, v) in headers {
+            b = b.header(*n, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn the_key_is_scheme_host_and_target_with_the_configured_fields() {
+        let none = KeyParts::default();
+        let r = req("/a?b=1", &[("host", "Example.COM")]);
+        assert_eq!(primary(&r, &none), "GET http://example.com/a?b=1");
+        let r = req("https://example.com/a", &[]);
+        assert_eq!(primary(&r, &none), "GET https://example.com/a");
+        let parts = KeyParts {
+            headers: vec![HeaderName::from_static("x-tenant")],
+            cookies: vec!["lang".into()],
+        };
+        let a = req(
+            "/",
+            &[("host", "h"), ("x-tenant", "a"), ("cookie", "x=1; lang=fr")],
+        );
+        let b = req(
+            "/",
+            &[("host", "h"), ("x-tenant", "b"), ("cookie", "lang=fr")],
+        );
+        assert_eq!(
+            primary(&a, &parts),
+            "GET http://h/\nx-tenant:a\ncookie lang=fr"
+        );
+        assert_ne!(primary(&a, &parts), primary(&b, &parts));
+        // Bytes outside visible ASCII become '?': the key stays one line per part.
+        let c = req("/", &[("host", "h"), ("x-tenant", "a\u{ff}")]);
+        assert_eq!(
+            primary(&c, &parts),
+            "GET http://h/\nx-tenant:a??\ncookie lang="
+        );
+    }
+
+    #[test]
+    fn the_secondary_key_ignores_list_whitespace_and_tells_values_apart() {
+        let names = vec![HeaderName::from_static("accept-encoding")];
+        let h = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert("accept-encoding", v.parse().unwrap());
+            m
+        };
+        assert_eq!(secondary(&HeaderMap::new(), &[]), 0);
+        assert_eq!(
+            secondary(&h("gzip, br"), &names),
+            secondary(&h("gzip,br"), &names)
+        );
+        assert_ne!(
+            secondary(&h("gzip, br"), &names),
+            secondary(&h("br, gzip"), &names)
+        );
+        assert_ne!(
+            secondary(&h("gzip"), &names),
+            secondary(&HeaderMap::new(), &names)
+        );
+        let mut v = HeaderMap::new();
+        v.append("vary", "Accept-Encoding, accept-encoding".parse().unwrap());
+        v.append("vary", "Origin".parse().unwrap());
+        assert_eq!(
+            vary_names(&v),
+            vec![names[0].clone(), HeaderName::from_static("origin")]
+        );
+    }
+}

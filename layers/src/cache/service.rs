@@ -1,0 +1,700 @@
+use super::body::{CacheBody, Fill};
+use super::future::ResponseFuture;
+use super::key;
+use super::layer::Settings;
+use super::policy::{self, CacheControl, Exchange, StoreOptions, Use};
+use super::store::{Entry, Joined, Key};
+use crate::upstream::CacheStatus;
+use bytes::{Bytes, BytesMut};
+use http::header::{
+    AGE, AUTHORIZATION, CONTENT_LENGTH, CONTENT_LOCATION, CONTENT_RANGE, ETAG, IF_MATCH,
+    IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, LOCATION,
+    RANGE, TRANSFER_ENCODING,
+};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
+use tower_service::Service;
+
+/// A shared HTTP cache (RFC 9111) in front of `S`. See the [module docs](super).
+#[derive(Clone, Debug)]
+pub struct Cache<S> {
+    pub(crate) inner: S,
+    pub(crate) settings: Arc<Settings>,
+}
+
+impl<S> Cache<S> {
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The store, for purging and the metrics.
+    pub fn store(&self) -> &super::ResponseStore {
+        &self.settings.store
+    }
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Puts what the cache did in the response's extensions (for the access log) and, when
+/// asked, in a `Cache-Status` field (RFC 9211 §2) whose cache is named `gatehouse`.
+pub(crate) fn mark<B>(res: &mut Response<B>, status: CacheStatus, header: bool, detail: &str) {
+    res.extensions_mut().insert(status);
+    if header {
+        if let Ok(v) = HeaderValue::from_str(&format!("gatehouse; {detail}")) {
+            res.headers_mut()
+                .append(http::HeaderName::from_static("cache-status"), v);
+        }
+    }
+}
+
+/// RFC 9111 §4.4: the methods whose success invalidates stored responses.
+fn is_unsafe(m: &Method) -> bool {
+    !matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
+}
+
+/// RFC 5861 §4: the statuses `stale-if-error` stands in for.
+fn is_error(s: StatusCode) -> bool {
+    matches!(s.as_u16(), 500 | 502 | 503 | 504)
+}
+
+impl<S, ReqB, B> Service<Request<ReqB>> for Cache<S>
+where
+    S: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqB: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+{
+    type Response = Response<CacheBody<B>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, B, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let s = &self.settings;
+        let stats = s.store.stats();
+        let method = req.method();
+        let head = method == Method::HEAD;
+        if method != Method::GET && !head
+            || (req.headers().contains_key(AUTHORIZATION) && !s.store_authorized)
+        {
+            bump(&stats.bypassed);
+            if is_unsafe(method) {
+                let inner = take(&mut self.inner);
+                return ResponseFuture::boxed(Box::pin(invalidating(inner, req, s.clone())));
+            }
+            return ResponseFuture::pass(self.inner.call(req), s.cache_status);
+        }
+        let req_cc = if s.ignore_request_cache_control {
+            CacheControl::default()
+        } else {
+            CacheControl::parse(req.headers())
+        };
+        let key = lookup_key(s, &req);
+        if let Some(e) = s.store.get(&key) {
+            let age = e.age(SystemTime::now());
+            match policy::usable(
+                age,
+                e.lifetime,
+                &req_cc,
+                &e.cc,
+                s.stale_while_revalidate,
+                s.stale_if_error,
+            ) {
+                Use::Serve => {
+                    bump(&stats.hits);
+                    return ResponseFuture::ready(respond(
+                        s,
+                        &e,
+                        head,
+                        req.headers(),
+                        age,
+                        CacheStatus::Hit,
+                    ));
+                }
+                Use::OnlyIfCached => return ResponseFuture::ready(not_cached(s)),
+                Use::Revalidate {
+                    while_revalidate: true,
+                    ..
+                } => {
+                    bump(&stats.stale);
+                    let res = respond(s, &e, head, req.headers(), age, CacheStatus::Stale);
+                    if let (Ok(rt), false) = (tokio::runtime::Handle::try_current(), head) {
+                        if let Joined::Lead(flight) = s.store.join(&key) {
+                            let inner = self.inner.clone();
+                            rt.spawn(refresh(inner, req, s.clone(), key, e, flight));
+                        }
+                    }
+                    return ResponseFuture::ready(res);
+                }
+                Use::Revalidate { if_error, .. } => {
+                    let inner = take(&mut self.inner);
+                    let stale = Some((e, if_error));
+                    return ResponseFuture::boxed(Box::pin(fetch(
+                        inner,
+                        req,
+                        s.clone(),
+                        key,
+                        req_cc,
+                        stale,
+                        None,
+                    )));
+                }
+            }
+        }
+        if req_cc.only_if_cached {
+            return ResponseFuture::ready(not_cached(s));
+        }
+        let inner = take(&mut self.inner);
+        ResponseFuture::boxed(Box::pin(miss(inner, req, s.clone(), key, req_cc)))
+    }
+}
+
+/// The Service made ready, for a future that outlives this call; a clone stays.
+fn take<S: Clone>(inner: &mut S) -> S {
+    let clone = inner.clone();
+    std::mem::replace(inner, clone)
+}
+
+fn lookup_key<B>(s: &Settings, req: &Request<B>) -> Key {
+    let primary = key::primary(req, &s.parts);
+    let secondary = match s.store.vary_names(&primary) {
+        Some(names) => key::secondary(req.headers(), &names),
+        None => 0,
+    };
+    Key {
+        primary: primary.into(),
+        secondary,
+    }
+}
+
+/// §5.2.1.7: `only-if-cached` with nothing usable stored.
+fn not_cached<B>(s: &Settings) -> Response<CacheBody<B>> {
+    let mut res = Response::new(CacheBody::empty());
+    *res.status_mut() = StatusCode::GATEWAY_TIMEOUT;
+    mark(
+        &mut res,
+        CacheStatus::Miss,
+        s.cache_status,
+        "fwd=miss; detail=only-if-cached",
+    );
+    res
+}
+
+async fn ready_call<S, R>(svc: &mut S, req: R) -> Result<S::Response, S::Error>
+where
+    S: Service<R>,
+{
+    std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
+    svc.call(req).await
+}
+
+/// A miss: one request per key goes upstream while the others wait for its response
+/// to be stored (nginx's `proxy_cache_lock`), up to the lock timeout.
+async fn miss<S, ReqB, B>(
+    inner: S,
+    req: Request<ReqB>,
+    s: Arc<Settings>,
+    key: Key,
+    req_cc: CacheControl,
+) -> Result<Response<CacheBody<B>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes>,
+{
+    let mut flight = None;
+    if s.lock && req.method() == Method::GET && !req_cc.no_store {
+        match s.store.join(&key) {
+            Joined::Lead(f) => flight = Some(f),
+            Joined::Wait(mut rx) => {
+                bump(&s.store.stats().coalesced);
+                let _ = tokio::time::timeout(s.lock_timeout, rx.changed()).await;
+                // The response may have had a Vary: the key is looked up anew.
+                let key = lookup_key(&s, &req);
+                if let Some(e) = s.store.get(&key) {
+                    let age = e.age(SystemTime::now());
+                    let ok = policy::usable(
+                        age,
+                        e.lifetime,
+                        &req_cc,
+                        &e.cc,
+                        Duration::ZERO,
+                        Duration::ZERO,
+                    );
+                    if ok == Use::Serve {
+                        bump(&s.store.stats().hits);
+                        return Ok(respond(&s, &e, false, req.headers(), age, CacheStatus::Hit));
+                    }
+                }
+                // Not stored (or the wait timed out): this request goes itself.
+            }
+        }
+    }
+    fetch(inner, req, s, key, req_cc, None, flight).await
+}
+
+/// The validators of a stored response, as the request's conditions (§4.3.1), in place
+/// of the client's own: the client's are evaluated against whatever comes back.
+fn add_conditions<B>(req: &mut Request<B>, e: &Entry) {
+    let h = req.headers_mut();
+    for n in [
+        IF_NONE_MATCH,
+        IF_MODIFIED_SINCE,
+        IF_MATCH,
+        IF_UNMODIFIED_SINCE,
+        IF_RANGE,
+        RANGE,
+    ] {
+        h.remove(n);
+    }
+    if let Some(etag) = e.headers.get(ETAG) {
+        h.insert(IF_NONE_MATCH, etag.clone());
+    }
+    if let Some(lm) = e.headers.get(LAST_MODIFIED) {
+        h.insert(IF_MODIFIED_SINCE, lm.clone());
+    }
+}
+
+fn has_validator(e: &Entry) -> bool {
+    e.headers.contains_key(ETAG) || e.headers.contains_key(LAST_MODIFIED)
+}
+
+/// Goes upstream for `req`: a plain miss, or, with `stale`, the revalidation of a stored
+/// response (and whether it may stand in for an error, RFC 5861 §4).
+async fn fetch<S, ReqB, B>(
+    mut inner: S,
+    mut req: Request<ReqB>,
+    s: Arc<Settings>,
+    key: Key,
+    req_cc: CacheControl,
+    stale: Option<(Arc<Entry>, bool)>,
+    flight: Option<super::store::Flight>,
+) -> Result<Response<CacheBody<B>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes>,
+{
+    let stats = s.store.stats();
+    let head = req.method() == Method::HEAD;
+    let asked = req.headers().clone();
+    let validating = stale.as_ref().filter(|(e, _)| has_validator(e)).is_some();
+    if let (Some((e, _)), true) = (&stale, validating) {
+        add_conditions(&mut req, e);
+    }
+    let request_time = SystemTime::now();
+    let result = ready_call(&mut inner, req).await;
+    let exchange = Exchange {
+        request_time,
+        response_time: SystemTime::now(),
+    };
+    let res = match (result, &stale) {
+        (Ok(res), _) => res,
+        (Err(_), Some((e, true))) => {
+            bump(&stats.stale);
+            let age = e.age(SystemTime::now());
+            return Ok(stale_for_error(&s, e, head, &asked, age, "error"));
+        }
+        (Err(err), _) => return Err(err),
+    };
+    let status = res.status();
+    if let Some((e, if_error)) = &stale {
+        if status == StatusCode::NOT_MODIFIED && validating {
+            let updated = e.updated(res.headers(), exchange, s.heuristic_max);
+            let vary = key::vary_names(&updated.headers);
+            let updated = s.store.insert(key, vary, updated);
+            bump(&stats.revalidated);
+            let age = updated.age(SystemTime::now());
+            return Ok(respond(
+                &s,
+                &updated,
+                head,
+                &asked,
+                age,
+                CacheStatus::Revalidated,
+            ));
+        }
+        if *if_error && is_error(status) {
+            bump(&stats.stale);
+            let age = e.age(SystemTime::now());
+            return Ok(stale_for_error(&s, e, head, &asked, age, status.as_str()));
+        }
+    }
+    bump(&stats.misses);
+    let fill = if head {
+        None
+    } else {
+        fill_for(&s, &key, &asked, &req_cc, &res, exchange, flight)
+    };
+    let stored = fill.is_some();
+    let mut res = res.map(|b| CacheBody::filling(b, fill));
+    if s.cache_status {
+        let fwd = if stale.is_some() { "stale" } else { "uri-miss" };
+        let detail = format!(
+            "fwd={fwd}; fwd-status={}{}",
+            status.as_u16(),
+            if stored { "; stored" } else { "" }
+        );
+        mark(&mut res, CacheStatus::Miss, true, &detail);
+    } else {
+        mark(&mut res, CacheStatus::Miss, false, "");
+    }
+    Ok(res)
+}
+
+fn stale_for_error<B>(
+    s: &Settings,
+    e: &Entry,
+    head: bool,
+    asked: &HeaderMap,
+    age: Duration,
+    why: &str,
+) -> Response<CacheBody<B>> {
+    let mut res = respond(s, e, head, asked, age, CacheStatus::Stale);
+    if s.cache_status {
+        // respond() marked it a hit: say it stood in for a failed forward.
+        res.headers_mut().remove("cache-status");
+        mark(
+            &mut res,
+            CacheStatus::Stale,
+            true,
+            &format!("fwd=stale; detail=stale-if-error-{why}"),
+        );
+    }
+    res
+}
+
+/// A stored response's copy-in for `res`, if it may be stored (§3): `None` ends the
+/// flight, so that waiting requests go upstream themselves.
+fn fill_for<B>(
+    s: &Settings,
+    key: &Key,
+    asked: &HeaderMap,
+    req_cc: &CacheControl,
+    res: &Response<B>,
+    exchange: Exchange,
+    flight: Option<super::store::Flight>,
+) -> Option<Box<Fill>> {
+    let res_cc = CacheControl::parse(res.headers());
+    let options = StoreOptions {
+        authorized: s.store_authorized,
+        set_cookie: s.store_set_cookie,
+    };
+    policy::storable(
+        &Method::GET,
+        asked,
+        req_cc,
+        res.status(),
+        res.headers(),
+        &res_cc,
+        options,
+    )
+    .ok()?;
+    let len = res
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if len.is_some_and(|n| n > s.max_object_bytes) {
+        return None;
+    }
+    let vary = key::vary_names(res.headers());
+    let secondary = key::secondary(asked, &vary);
+    let mut headers = res.headers().clone();
+    headers.remove(TRANSFER_ENCODING);
+    Some(Box::new(Fill {
+        store: s.store.clone(),
+        key: Key {
+            primary: key.primary.clone(),
+            secondary,
+        },
+        vary,
+        status: res.status(),
+        headers,
+        exchange,
+        heuristic_max: s.heuristic_max,
+        max: s.max_object_bytes,
+        buf: BytesMut::with_capacity(len.unwrap_or(0).min(s.max_object_bytes) as usize),
+        flight,
+    }))
+}
+
+/// RFC 5861 §3: a stale response was served; this brings the store up to date in the
+/// background, with the client's request made conditional.
+async fn refresh<S, ReqB, B>(
+    mut inner: S,
+    mut req: Request<ReqB>,
+    s: Arc<Settings>,
+    key: Key,
+    e: Arc<Entry>,
+    flight: super::store::Flight,
+) where
+    S: Service<Request<ReqB>, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes>,
+{
+    let asked = req.headers().clone();
+    let req_cc = if s.ignore_request_cache_control {
+        CacheControl::default()
+    } else {
+        CacheControl::parse(&asked)
+    };
+    let validating = has_validator(&e);
+    if validating {
+        add_conditions(&mut req, &e);
+    }
+    let request_time = SystemTime::now();
+    let Ok(res) = ready_call(&mut inner, req).await else {
+        return;
+    };
+    let exchange = Exchange {
+        request_time,
+        response_time: SystemTime::now(),
+    };
+    if res.status() == StatusCode::NOT_MODIFIED && validating {
+        let updated = e.updated(res.headers(), exchange, s.heuristic_max);
+        let vary = key::vary_names(&updated.headers);
+        s.store.insert(key, vary, updated);
+        bump(&s.store.stats().revalidated);
+        return;
+    }
+    let Some(fill) = fill_for(&s, &key, &asked, &req_cc, &res, exchange, Some(flight)) else {
+        return;
+    };
+    let body = CacheBody::filling(res.into_body(), Some(fill));
+    let mut body = std::pin::pin!(body);
+    // Read to its end, which stores it; an error drops it.
+    while let Some(Ok(_)) =
+        std::future::poll_fn(|cx| http_body::Body::poll_frame(body.as_mut(), cx)).await
+    {}
+}
+
+/// An unsafe method: passed on, and on success the stored responses for its target and
+/// for a same-host `Location` or `Content-Location` are removed (§4.4).
+async fn invalidating<S, ReqB, B>(
+    mut inner: S,
+    req: Request<ReqB>,
+    s: Arc<Settings>,
+) -> Result<Response<CacheBody<B>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes>,
+{
+    let head = Request::builder()
+        .uri(req.uri().clone())
+        .body(())
+        .map(|mut r| {
+            *r.headers_mut() = req.headers().clone();
+            r
+        });
+    let res = ready_call(&mut inner, req).await?;
+    if let (Ok(r), true) = (
+        head,
+        res.status().is_success() || res.status().is_redirection(),
+    ) {
+        s.store.invalidate(&key::primary(&r, &s.parts));
+        for name in [LOCATION, CONTENT_LOCATION] {
+            if let Some(target) = res.headers().get(name).and_then(|v| same_host(&r, v)) {
+                s.store
+                    .invalidate(&key::primary_for(&r, Some(&target), &s.parts));
+            }
+        }
+    }
+    let mut res = res.map(|b| CacheBody::filling(b, None));
+    mark(&mut res, CacheStatus::Bypass, s.cache_status, "fwd=method");
+    Ok(res)
+}
+
+/// The target a `Location` names, if it is on the request's host: an absolute path, or an
+/// absolute URI with the same host (§4.4 invalidates no other origin's responses).
+fn same_host<B>(req: &Request<B>, v: &HeaderValue) -> Option<String> {
+    let uri: http::Uri = v.to_str().ok()?.parse().ok()?;
+    let pq = uri.path_and_query().map(|pq| pq.as_str().to_string());
+    match uri.authority() {
+        None => pq.filter(|p| p.starts_with('/')),
+        Some(a) => {
+            let host = req
+                .uri()
+                .authority()
+                .map(|a| a.as_str().to_string())
+                .or_else(|| {
+                    req.headers()
+                        .get(http::header::HOST)
+                        .and_then(|h| h.to_str().ok())
+                        .map(str::to_string)
+                })?;
+            a.as_str()
+                .eq_ignore_ascii_case(&host)
+                .then(|| pq.unwrap_or_else(|| "/".into()))
+        }
+    }
+}
+
+/// A stored response as the answer to a request with `asked`'s fields: 304 for a
+/// matching condition (RFC 9110 §13.1.2, §13.1.3), 206 or 416 for one byte range
+/// (§14.2), the whole otherwise; no body for HEAD. With `Age` (§5.1).
+pub(crate) fn respond<B>(
+    s: &Settings,
+    e: &Entry,
+    head: bool,
+    asked: &HeaderMap,
+    age: Duration,
+    status: CacheStatus,
+) -> Response<CacheBody<B>> {
+    let mut res = Response::new(CacheBody::empty());
+    *res.status_mut() = e.status;
+    *res.headers_mut() = e.headers.clone();
+    res.headers_mut()
+        .insert(AGE, HeaderValue::from(age.as_secs()));
+    let detail = match status {
+        CacheStatus::Hit => "hit",
+        CacheStatus::Stale => "hit; fwd=stale; detail=stale-while-revalidate",
+        CacheStatus::Revalidated => "fwd=stale; fwd-status=304",
+        _ => "",
+    };
+    let mut body = e.body.clone();
+    if e.status == StatusCode::OK {
+        if not_modified(asked, &e.headers) {
+            *res.status_mut() = StatusCode::NOT_MODIFIED;
+            res.headers_mut().remove(CONTENT_LENGTH);
+            mark(&mut res, status, s.cache_status, detail);
+            return res;
+        }
+        if let (Some(range), false) = (asked.get(RANGE), head) {
+            if if_range_holds(asked, &e.headers) {
+                match byte_range(range, body.len() as u64) {
+                    Some(Ok((start, end))) => {
+                        *res.status_mut() = StatusCode::PARTIAL_CONTENT;
+                        let cr = format!("bytes {start}-{end}/{}", body.len());
+                        if let Ok(v) = HeaderValue::from_str(&cr) {
+                            res.headers_mut().insert(CONTENT_RANGE, v);
+                        }
+                        body = body.slice(start as usize..=end as usize);
+                    }
+                    Some(Err(())) => {
+                        *res.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+                        let cr = format!("bytes */{}", body.len());
+                        if let Ok(v) = HeaderValue::from_str(&cr) {
+                            res.headers_mut().insert(CONTENT_RANGE, v);
+                        }
+                        body = Bytes::new();
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    res.headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    if !head {
+        *res.body_mut() = CacheBody::stored(body);
+    }
+    mark(&mut res, status, s.cache_status, detail);
+    res
+}
+
+/// RFC 9110 §13.1.2 and §13.1.3, for GET and HEAD: `If-None-Match` (weak comparison)
+/// when present, else `If-Modified-Since` against `Last-Modified`.
+fn not_modified(asked: &HeaderMap, stored: &HeaderMap) -> bool {
+    if asked.contains_key(IF_NONE_MATCH) {
+        let Some(etag) = stored.get(ETAG).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        let weak = |t: &str| t.trim().trim_start_matches("W/").to_string();
+        let etag = weak(etag);
+        return asked
+            .get_all(IF_NONE_MATCH)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim() == "*" || weak(t) == etag);
+    }
+    let date = |h: &HeaderMap, n| {
+        h.get(n)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok())
+    };
+    match (date(asked, IF_MODIFIED_SINCE), date(stored, LAST_MODIFIED)) {
+        (Some(since), Some(modified)) => modified <= since,
+        _ => false,
+    }
+}
+
+/// RFC 9110 §13.1.5: a range is served only if `If-Range` names the stored response by a
+/// strong `ETag` or its exact `Last-Modified`.
+fn if_range_holds(asked: &HeaderMap, stored: &HeaderMap) -> bool {
+    let Some(cond) = asked.get(IF_RANGE) else {
+        return true;
+    };
+    let strong = |v: &HeaderValue| !v.as_bytes().starts_with(b"W/");
+    if cond.as_bytes().starts_with(b"\"") || cond.as_bytes().starts_with(b"W/") {
+        stored
+            .get(ETAG)
+            .is_some_and(|e| strong(e) && strong(cond) && e == cond)
+    } else {
+        stored.get(LAST_MODIFIED) == Some(cond)
+    }
+}
+
+/// One `bytes` range of a body of `len` (RFC 9110 §14.1.2), as first and last offsets:
+/// `None` to send the whole (not a single bytes range), `Err` when unsatisfiable.
+fn byte_range(v: &HeaderValue, len: u64) -> Option<Result<(u64, u64), ()>> {
+    let spec = v.to_str().ok()?.trim().strip_prefix("bytes=")?.trim();
+    if spec.contains(',') {
+        return None;
+    }
+    let (a, b) = spec.split_once('-')?;
+    let (a, b) = (a.trim(), b.trim());
+    let num = |t: &str| -> Option<u64> {
+        (!t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| t.parse().ok())
+            .flatten()
+    };
+    if a.is_empty() {
+        let n = num(b)?;
+        if n == 0 || len == 0 {
+            return Some(Err(()));
+        }
+        return Some(Ok((len.saturating_sub(n), len - 1)));
+    }
+    let start = num(a)?;
+    let end = if b.is_empty() { u64::MAX } else { num(b)? };
+    if end < start {
+        return None;
+    }
+    if start >= len {
+        return Some(Err(()));
+    }
+    Some(Ok((start, end.min(len - 1))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::byte_range;
+    use http::HeaderValue;
+
+    #[test]
+    fn byte_ranges_as_rfc_9110_reads_them() {
+        let r = |s: &str, len| byte_range(&HeaderValue::from_str(s).unwrap(), len);
+        assert_eq!(r("bytes=0-9", 100), Some(Ok((0, 9))));
+        assert_eq!(r("bytes=90-", 100), Some(Ok((90, 99))));
+        assert_eq!(r("bytes=-10", 100), Some(Ok((90, 99))));
+        assert_eq!(r("bytes=-1000", 100), Some(Ok((0, 99))));
+        assert_eq!(r("bytes=50-1000", 100), Some(Ok((50, 99))));
+        assert_eq!(r("bytes=100-", 100), Some(Err(())));
+        assert_eq!(r("bytes=-0", 100), Some(Err(())));
+        assert_eq!(r("bytes=0-1,5-6", 100), None);
+        assert_eq!(r("bytes=5-1", 100), None);
+        assert_eq!(r("items=0-1", 100), None);
+        assert_eq!(r("bytes=x-1", 100), None);
+    }
+}

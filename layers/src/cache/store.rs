@@ -1,0 +1,465 @@
+//! Stored responses, in memory, bounded by bytes and by entries.
+
+use super::policy::{self, CacheControl, Exchange};
+use bytes::Bytes;
+use http::header::HeaderName;
+use http::{HeaderMap, StatusCode};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+
+/// Where an entry is filed: the request's primary key (method, scheme, host, target and
+/// any configured fields) and a hash of the request fields its response's `Vary` names
+/// (0 when it names none).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pub primary: Arc<str>,
+    pub secondary: u64,
+}
+
+/// A stored response: its head, its whole body, and what its freshness was computed from.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub exchange: Exchange,
+    pub cc: CacheControl,
+    /// Its freshness lifetime (RFC 9111 §4.2.1), computed when it was stored or updated.
+    pub lifetime: Duration,
+}
+
+impl Entry {
+    pub(crate) fn new(
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+        exchange: Exchange,
+        heuristic_max: Duration,
+    ) -> Entry {
+        let cc = CacheControl::parse(&headers);
+        let lifetime = policy::freshness_lifetime(
+            status,
+            &headers,
+            &cc,
+            exchange.response_time,
+            heuristic_max,
+        );
+        Entry {
+            status,
+            headers,
+            body,
+            exchange,
+            cc,
+            lifetime,
+        }
+    }
+
+    pub(crate) fn age(&self, now: SystemTime) -> Duration {
+        policy::current_age(&self.headers, self.exchange, now)
+    }
+
+    /// RFC 9111 §4.3.4: the stored head updated with a 304's fields, but for those that
+    /// describe the body it does not carry (RFC 9110 §15.4.5 lists what a 304 sends).
+    pub(crate) fn updated(
+        &self,
+        not_modified: &HeaderMap,
+        exchange: Exchange,
+        heuristic_max: Duration,
+    ) -> Entry {
+        let mut headers = self.headers.clone();
+        let mut replaced: Vec<&HeaderName> = Vec::new();
+        for (name, value) in not_modified {
+            if name == http::header::CONTENT_LENGTH
+                || name == http::header::CONTENT_ENCODING
+                || name == http::header::CONTENT_RANGE
+                || name == http::header::TRANSFER_ENCODING
+            {
+                continue;
+            }
+            if !replaced.contains(&name) {
+                headers.remove(name);
+                replaced.push(name);
+            }
+            headers.append(name.clone(), value.clone());
+        }
+        Entry::new(
+            self.status,
+            headers,
+            self.body.clone(),
+            exchange,
+            heuristic_max,
+        )
+    }
+
+    /// Bytes it holds, roughly: body and fields, plus a fixed overhead.
+    fn size(&self, key: &Key) -> u64 {
+        let fields: usize = self
+            .headers
+            .iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 32)
+            .sum();
+        (self.body.len() + fields + key.primary.len()) as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// Accounted per entry on top of its body and fields (the map's slot, the `Arc`s).
+const ENTRY_OVERHEAD: u64 = 256;
+
+/// Which request fields the responses under a primary key vary on, and the secondary
+/// keys stored under it, so that an invalidation or purge reaches every variant.
+#[derive(Debug, Default)]
+pub(crate) struct Variants {
+    pub names: Vec<HeaderName>,
+    secondaries: Vec<u64>,
+}
+
+/// Counts for the metrics; each only grows.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub stale: AtomicU64,
+    pub revalidated: AtomicU64,
+    pub bypassed: AtomicU64,
+    /// Requests that waited for another request's fetch of their key.
+    pub coalesced: AtomicU64,
+    /// Responses stored (new or replacing).
+    pub stored: AtomicU64,
+    /// Entries removed by an unsafe method's success or a purge.
+    pub invalidated: AtomicU64,
+}
+
+/// A route's stored responses: moka's map (TinyLFU admission, LRU eviction, as the
+/// compression cache's), weighed in bytes. Each entry weighs at least `max_bytes /
+/// max_entries`, so that no more than `max_entries` fit. Cheap to clone; clones share it.
+#[derive(Clone)]
+pub struct ResponseStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    map: moka::sync::Cache<Key, Arc<Entry>, ahash::RandomState>,
+    /// Primary keys whose responses had a `Vary`. Touched only by those, and by unsafe
+    /// methods and purges.
+    vary: Mutex<HashMap<Arc<str>, Variants, ahash::RandomState>>,
+    /// Set once any response had a `Vary`: until then a lookup skips the index.
+    any_vary: std::sync::atomic::AtomicBool,
+    /// Fetches in progress, so that concurrent misses for one key wait for one fetch.
+    flights: Mutex<HashMap<Key, watch::Receiver<()>, ahash::RandomState>>,
+    max_bytes: u64,
+    max_entries: u64,
+    stats: Stats,
+    id: u64,
+}
+
+/// A fetch this request leads: other requests for the key wait until it is dropped
+/// (the response stored, found not storable, or abandoned).
+pub(crate) struct Flight {
+    store: ResponseStore,
+    key: Key,
+    _done: watch::Sender<()>,
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        let mut g = self
+            .store
+            .inner
+            .flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Only ours: after a timeout another request may lead a newer flight.
+        if g.get(&self.key)
+            .is_some_and(|rx| rx.same_channel(&self._done.subscribe()))
+        {
+            g.remove(&self.key);
+        }
+    }
+}
+
+/// [`ResponseStore::join`]'s answer.
+pub(crate) enum Joined {
+    Lead(Flight),
+    Wait(watch::Receiver<()>),
+}
+
+impl ResponseStore {
+    /// A store of at most `max_bytes` (bodies, fields and a per-entry overhead) and at
+    /// most `max_entries` responses.
+    pub fn new(max_bytes: u64, max_entries: u64) -> ResponseStore {
+        static IDS: AtomicU64 = AtomicU64::new(1);
+        let max_entries = max_entries.max(1);
+        let floor = (max_bytes / max_entries).max(1);
+        let map = moka::sync::Cache::builder()
+            .max_capacity(max_bytes)
+            .weigher(move |k: &Key, e: &Arc<Entry>| {
+                e.size(k).max(floor).min(u32::MAX as u64) as u32
+            })
+            .build_with_hasher(ahash::RandomState::new());
+        ResponseStore {
+            inner: Arc::new(Inner {
+                map,
+                vary: Mutex::default(),
+                any_vary: Default::default(),
+                flights: Mutex::default(),
+                max_bytes,
+                max_entries,
+                stats: Stats::default(),
+                id: IDS.fetch_add(1, Ordering::Relaxed),
+            }),
+        }
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    /// Tells this store from its replacement after a reload (for the metrics' counters).
+    pub fn identity(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Bytes held, as weighed (after pending evictions are applied).
+    pub fn weighted_size(&self) -> u64 {
+        self.inner.map.run_pending_tasks();
+        self.inner.map.weighted_size()
+    }
+
+    pub fn entry_count(&self) -> u64 {
+        self.inner.map.run_pending_tasks();
+        self.inner.map.entry_count()
+    }
+
+    pub fn max_bytes(&self) -> u64 {
+        self.inner.max_bytes
+    }
+
+    pub fn max_entries(&self) -> u64 {
+        self.inner.max_entries
+    }
+
+    /// The request fields responses under `primary` vary on, if any had a `Vary`.
+    pub(crate) fn vary_names(&self, primary: &str) -> Option<Vec<HeaderName>> {
+        if !self.inner.any_vary.load(Ordering::Relaxed) {
+            return None;
+        }
+        let g = self.inner.vary.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(primary).map(|v| v.names.clone())
+    }
+
+    pub(crate) fn get(&self, key: &Key) -> Option<Arc<Entry>> {
+        self.inner.map.get(key)
+    }
+
+    /// Stores `entry` under `key`; `vary` is what its response's `Vary` names.
+    pub(crate) fn insert(&self, key: Key, vary: Vec<HeaderName>, entry: Entry) -> Arc<Entry> {
+        if !vary.is_empty() || self.inner.any_vary.load(Ordering::Relaxed) {
+            let mut g = self.inner.vary.lock().unwrap_or_else(|e| e.into_inner());
+            if vary.is_empty() {
+                g.remove(&key.primary);
+            } else {
+                self.inner.any_vary.store(true, Ordering::Relaxed);
+                let v = g.entry(key.primary.clone()).or_default();
+                if v.names != vary {
+                    // Another set of fields: the variants filed by the old one are unreachable.
+                    for s in v.secondaries.drain(..) {
+                        self.inner.map.invalidate(&Key {
+                            primary: key.primary.clone(),
+                            secondary: s,
+                        });
+                    }
+                    v.names = vary;
+                }
+                if !v.secondaries.contains(&key.secondary) {
+                    v.secondaries.push(key.secondary);
+                }
+            }
+        }
+        self.inner.stats.stored.fetch_add(1, Ordering::Relaxed);
+        let entry = Arc::new(entry);
+        self.inner.map.insert(key, entry.clone());
+        entry
+    }
+
+    /// Removes every variant stored under `primary`; how many there were.
+    pub fn invalidate(&self, primary: &str) -> u64 {
+        let primary: Arc<str> = primary.into();
+        let mut n = 0;
+        let mut gone = |secondary| {
+            let key = Key {
+                primary: primary.clone(),
+                secondary,
+            };
+            if self.inner.map.remove(&key).is_some() {
+                n += 1;
+            }
+        };
+        gone(0);
+        if self.inner.any_vary.load(Ordering::Relaxed) {
+            let v = self
+                .inner
+                .vary
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&primary);
+            for s in v.into_iter().flat_map(|v| v.secondaries) {
+                gone(s);
+            }
+        }
+        self.inner.stats.invalidated.fetch_add(n, Ordering::Relaxed);
+        n
+    }
+
+    /// Removes every entry whose primary key starts with `prefix`; how many there were.
+    /// A walk over the whole store: for the admin listener, not the request path.
+    pub fn purge_prefix(&self, prefix: &str) -> u64 {
+        let keys: Vec<Arc<str>> = self
+            .inner
+            .map
+            .iter()
+            .filter(|(k, _)| k.primary.starts_with(prefix))
+            .map(|(k, _)| k.primary.clone())
+            .collect();
+        let mut n = 0;
+        let mut seen = std::collections::HashSet::new();
+        for p in keys {
+            if seen.insert(p.clone()) {
+                n += self.invalidate(&p);
+            }
+        }
+        n
+    }
+
+    /// Every primary key held (for the admin listener).
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .inner
+            .map
+            .iter()
+            .map(|(k, _)| k.primary.to_string())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Leads the fetch of `key`, or waits for the one in progress.
+    pub(crate) fn join(&self, key: &Key) -> Joined {
+        let mut g = self.inner.flights.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rx) = g.get(key) {
+            // A receiver whose sender is gone is a flight that ended between the lookup
+            // and now: lead a new one.
+            if rx.has_changed().is_ok() {
+                return Joined::Wait(rx.clone());
+            }
+        }
+        let (tx, rx) = watch::channel(());
+        g.insert(key.clone(), rx);
+        Joined::Lead(Flight {
+            store: self.clone(),
+            key: key.clone(),
+            _done: tx,
+        })
+    }
+
+    /// In-progress fetches (a test's view of the coalescing map, which must drain).
+    pub fn flights_in_progress(&self) -> usize {
+        self.inner
+            .flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+}
+
+impl std::fmt::Debug for ResponseStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseStore")
+            .field("entries", &self.inner.map.entry_count())
+            .field("max_bytes", &self.inner.max_bytes)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(body: usize) -> Entry {
+        let now = SystemTime::now();
+        let mut h = HeaderMap::new();
+        h.insert("cache-control", "max-age=60".parse().unwrap());
+        Entry::new(
+            StatusCode::OK,
+            h,
+            Bytes::from(vec![b'x'; body]),
+            Exchange {
+                request_time: now,
+                response_time: now,
+            },
+            Duration::ZERO,
+        )
+    }
+
+    fn key(p: &str) -> Key {
+        Key {
+            primary: p.into(),
+            secondary: 0,
+        }
+    }
+
+    #[test]
+    fn the_store_stays_within_its_bytes_and_its_entries() {
+        let s = ResponseStore::new(1 << 20, 100_000);
+        for i in 0..2_000 {
+            s.insert(key(&format!("GET http://h/{i}")), vec![], entry(4096));
+        }
+        assert!(s.weighted_size() <= 1 << 20, "{}", s.weighted_size());
+        assert!(s.entry_count() > 100, "{}", s.entry_count());
+        let s = ResponseStore::new(1 << 30, 50);
+        for i in 0..2_000 {
+            s.insert(key(&format!("GET http://h/{i}")), vec![], entry(10));
+        }
+        assert!(s.entry_count() <= 50, "{}", s.entry_count());
+    }
+
+    #[test]
+    fn invalidation_and_purge_reach_every_variant() {
+        let s = ResponseStore::new(1 << 20, 1000);
+        let ae = HeaderName::from_static("accept-encoding");
+        for sec in [1, 2, 3] {
+            let k = Key {
+                primary: "GET http://h/a".into(),
+                secondary: sec,
+            };
+            s.insert(k, vec![ae.clone()], entry(10));
+        }
+        s.insert(key("GET http://h/ab"), vec![], entry(10));
+        s.insert(key("GET http://h/b"), vec![], entry(10));
+        assert_eq!(s.vary_names("GET http://h/a"), Some(vec![ae]));
+        assert_eq!(s.invalidate("GET http://h/a"), 3);
+        assert_eq!(s.invalidate("GET http://h/a"), 0);
+        assert_eq!(s.purge_prefix("GET http://h/a"), 1);
+        assert_eq!(s.keys(), vec!["GET http://h/b".to_string()]);
+    }
+
+    #[test]
+    fn one_flight_per_key_and_it_ends_when_dropped() {
+        let s = ResponseStore::new(1 << 20, 1000);
+        let k = key("GET http://h/");
+        let Joined::Lead(lead) = s.join(&k) else {
+            panic!("the first request leads");
+        };
+        let Joined::Wait(rx) = s.join(&k) else {
+            panic!("the second waits");
+        };
+        assert_eq!(s.flights_in_progress(), 1);
+        drop(lead);
+        assert!(rx.has_changed().is_err(), "the waiter sees the flight end");
+        assert_eq!(s.flights_in_progress(), 0);
+        assert!(matches!(s.join(&k), Joined::Lead(_)));
+    }
+}

@@ -1,0 +1,635 @@
+//! The response cache against an origin whose answers each test sets: RFC 9111's rules,
+//! RFC 5861's stale windows, coalescing, invalidation and the store's bounds.
+#![cfg(feature = "cache")]
+
+use bytes::Bytes;
+use gatehouse_layers::cache::{Cache, CacheLayer};
+use gatehouse_layers::upstream::CacheStatus;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tower::{Layer, Service, ServiceExt};
+
+type Answer =
+    Arc<dyn Fn(&Request<()>) -> Result<Response<Full<Bytes>>, std::io::Error> + Send + Sync>;
+
+/// An origin that answers with what the test last set, and remembers what it was asked.
+#[derive(Clone)]
+struct Origin {
+    calls: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<Request<()>>>>,
+    answer: Arc<Mutex<Answer>>,
+    delay: Duration,
+}
+
+impl Origin {
+    fn new() -> Origin {
+        let o = Origin {
+            calls: Arc::default(),
+            seen: Arc::default(),
+            answer: Arc::new(Mutex::new(Arc::new(|_: &Request<()>| {
+                Ok(Response::new(Full::new(Bytes::new())))
+            }))),
+            delay: Duration::ZERO,
+        };
+        o.answers(200, &[("cache-control", "max-age=60")], "body");
+        o
+    }
+
+    /// Answers every request with this status, these fields and this body.
+    fn answers(&self, status: u16, fields: &[(&str, &str)], body: &str) {
+        let fields: Vec<(String, String)> = fields
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        let body = Bytes::copy_from_slice(body.as_bytes());
+        self.set(move |_| {
+            let mut res = Response::new(Full::new(body.clone()));
+            *res.status_mut() = StatusCode::from_u16(status).unwrap();
+            for (n, v) in &fields {
+                res.headers_mut().append(
+                    http::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            Ok(res)
+        });
+    }
+
+    fn set(
+        &self,
+        f: impl Fn(&Request<()>) -> Result<Response<Full<Bytes>>, std::io::Error>
+            + Send
+            + Sync
+            + 'static,
+    ) {
+        *self.answer.lock().unwrap() = Arc::new(f);
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn last(&self) -> HeaderMap {
+        self.seen.lock().unwrap().last().unwrap().headers().clone()
+    }
+}
+
+impl Service<Request<()>> for Origin {
+    type Response = Response<Full<Bytes>>;
+    type Error = std::io::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<()>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            this.calls.fetch_add(1, Ordering::SeqCst);
+            if !this.delay.is_zero() {
+                tokio::time::sleep(this.delay).await;
+            }
+            let f = this.answer.lock().unwrap().clone();
+            let res = f(&req);
+            this.seen.lock().unwrap().push(req);
+            res
+        })
+    }
+}
+
+struct Got {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    cache: Option<CacheStatus>,
+}
+
+async fn get(svc: &Cache<Origin>, method: &str, uri: &str, fields: &[(&str, &str)]) -> Got {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "example.com");
+    for (n, v) in fields {
+        b = b.header(*n, *v);
+    }
+    let res = svc.clone().oneshot(b.body(()).unwrap()).await;
+    let res = match res {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    };
+    let status = res.status();
+    let headers = res.headers().clone();
+    let cache = res.extensions().get::<CacheStatus>().copied();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    Got {
+        status,
+        headers,
+        body,
+        cache,
+    }
+}
+
+fn cache(origin: &Origin, layer: CacheLayer) -> Cache<Origin> {
+    layer.cache_status_header(true).layer(origin.clone())
+}
+
+#[tokio::test]
+async fn a_fresh_response_is_served_from_the_store_with_its_age() {
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    let first = get(&c, "GET", "/a", &[]).await;
+    assert_eq!(first.cache, Some(CacheStatus::Miss));
+    assert!(first.headers["cache-status"]
+        .to_str()
+        .unwrap()
+        .contains("stored"));
+    let hit = get(&c, "GET", "/a", &[]).await;
+    assert_eq!(
+        (hit.status, &hit.body[..], hit.cache),
+        (StatusCode::OK, &b"body"[..], Some(CacheStatus::Hit))
+    );
+    assert_eq!(hit.headers["age"], "0");
+    assert_eq!(hit.headers["cache-status"], "gatehouse; hit");
+    assert_eq!(o.calls(), 1);
+    // Another target, host or query is another key.
+    get(&c, "GET", "/a?x=1", &[]).await;
+    get(&c, "GET", "http://other.example/a", &[]).await;
+    assert_eq!(o.calls(), 3);
+    assert_eq!(c.store().entry_count(), 3);
+}
+
+#[tokio::test]
+async fn what_a_shared_cache_must_not_store_is_not_stored() {
+    for (fields, req) in [
+        (vec![("cache-control", "no-store")], vec![]),
+        (vec![("cache-control", "private, max-age=60")], vec![]),
+        (
+            vec![("cache-control", "max-age=60"), ("set-cookie", "a=b")],
+            vec![],
+        ),
+        (vec![("cache-control", "max-age=60"), ("vary", "*")], vec![]),
+        (
+            vec![("cache-control", "max-age=60")],
+            vec![("cache-control", "no-store")],
+        ),
+        // No freshness and a status with no heuristic.
+        (
+            vec![("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT")],
+            vec![],
+        ),
+    ] {
+        let o = Origin::new();
+        let status = if fields.len() == 1 && fields[0].0 == "last-modified" {
+            302
+        } else {
+            200
+        };
+        o.answers(status, &fields, "x");
+        let c = cache(&o, CacheLayer::new());
+        get(&c, "GET", "/", &req).await;
+        let again = get(&c, "GET", "/", &req).await;
+        assert_eq!(o.calls(), 2, "{fields:?} {req:?}");
+        assert_eq!(again.cache, Some(CacheStatus::Miss));
+        assert!(!again.headers["cache-status"]
+            .to_str()
+            .unwrap()
+            .contains("stored"));
+    }
+    // Authorization bypasses the cache unless it is part of the key.
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    let auth = [("authorization", "Bearer a")];
+    assert_eq!(
+        get(&c, "GET", "/", &auth).await.cache,
+        Some(CacheStatus::Bypass)
+    );
+    get(&c, "GET", "/", &auth).await;
+    assert_eq!(o.calls(), 2);
+    let c = cache(&o, CacheLayer::new().store_authorized(true));
+    get(&c, "GET", "/", &auth).await;
+    assert_eq!(
+        get(&c, "GET", "/", &auth).await.cache,
+        Some(CacheStatus::Hit)
+    );
+    let other = get(&c, "GET", "/", &[("authorization", "Bearer b")]).await;
+    assert_eq!(
+        other.cache,
+        Some(CacheStatus::Miss),
+        "another user's credentials"
+    );
+    // Set-Cookie is stored when allowed.
+    o.answers(
+        200,
+        &[("cache-control", "max-age=60"), ("set-cookie", "a=b")],
+        "x",
+    );
+    let c = cache(&o, CacheLayer::new().store_set_cookie(true));
+    get(&c, "GET", "/c", &[]).await;
+    assert_eq!(
+        get(&c, "GET", "/c", &[]).await.cache,
+        Some(CacheStatus::Hit)
+    );
+}
+
+#[tokio::test]
+async fn vary_files_each_variant_under_its_own_key() {
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=60"), ("vary", "Accept-Language")],
+        "x",
+    );
+    let c = cache(&o, CacheLayer::new());
+    let fr = [("accept-language", "fr")];
+    let de = [("accept-language", "de")];
+    get(&c, "GET", "/", &fr).await;
+    assert_eq!(get(&c, "GET", "/", &fr).await.cache, Some(CacheStatus::Hit));
+    assert_eq!(
+        get(&c, "GET", "/", &de).await.cache,
+        Some(CacheStatus::Miss)
+    );
+    assert_eq!(get(&c, "GET", "/", &de).await.cache, Some(CacheStatus::Hit));
+    assert_eq!(
+        get(&c, "GET", "/", &[]).await.cache,
+        Some(CacheStatus::Miss)
+    );
+    assert_eq!(o.calls(), 3);
+    // A configured key field splits entries without a Vary.
+    let o = Origin::new();
+    let c = cache(
+        &o,
+        CacheLayer::new().key_headers([http::HeaderName::from_static("x-tenant")]),
+    );
+    get(&c, "GET", "/", &[("x-tenant", "a")]).await;
+    assert_eq!(
+        get(&c, "GET", "/", &[("x-tenant", "b")]).await.cache,
+        Some(CacheStatus::Miss)
+    );
+    assert_eq!(
+        get(&c, "GET", "/", &[("x-tenant", "a")]).await.cache,
+        Some(CacheStatus::Hit)
+    );
+}
+
+#[tokio::test]
+async fn a_stale_response_is_revalidated_and_a_304_updates_its_head() {
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[
+            ("cache-control", "max-age=0"),
+            ("etag", "\"v1\""),
+            ("x-version", "1"),
+        ],
+        "one",
+    );
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    o.answers(
+        304,
+        &[
+            ("cache-control", "max-age=60"),
+            ("etag", "\"v1\""),
+            ("x-version", "2"),
+        ],
+        "",
+    );
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(o.last()["if-none-match"], "\"v1\"");
+    assert_eq!(
+        (r.status, &r.body[..], r.cache),
+        (StatusCode::OK, &b"one"[..], Some(CacheStatus::Revalidated))
+    );
+    assert_eq!(r.headers["x-version"], "2");
+    assert_eq!(r.headers["content-length"], "3");
+    // Now fresh by the 304's max-age.
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Hit), &b"one"[..])
+    );
+    assert_eq!(r.headers["x-version"], "2");
+    assert_eq!(o.calls(), 2);
+    // Last-Modified alone validates too; a 200 replaces the entry.
+    let o = Origin::new();
+    let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
+    o.answers(
+        200,
+        &[("cache-control", "max-age=0"), ("last-modified", lm)],
+        "old",
+    );
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    o.answers(200, &[("cache-control", "max-age=60")], "new");
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(o.last()["if-modified-since"], lm);
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Miss), &b"new"[..])
+    );
+    assert_eq!(&get(&c, "GET", "/", &[]).await.body[..], b"new");
+}
+
+#[tokio::test]
+async fn the_request_cache_control_is_obeyed_or_ignored_as_configured() {
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    for cc in ["no-cache", "max-age=0"] {
+        let r = get(&c, "GET", "/", &[("cache-control", cc)]).await;
+        assert_eq!(r.cache, Some(CacheStatus::Miss), "{cc}");
+    }
+    assert_eq!(o.calls(), 3);
+    let c = cache(&o, CacheLayer::new().ignore_request_cache_control(true));
+    get(&c, "GET", "/", &[]).await;
+    let r = get(&c, "GET", "/", &[("cache-control", "no-cache")]).await;
+    assert_eq!(r.cache, Some(CacheStatus::Hit));
+    // only-if-cached: 504 with nothing stored, and the origin is not asked.
+    let c = cache(&o, CacheLayer::new());
+    let before = o.calls();
+    let r = get(
+        &c,
+        "GET",
+        "/nothing",
+        &[("cache-control", "only-if-cached")],
+    )
+    .await;
+    assert_eq!((r.status, o.calls()), (StatusCode::GATEWAY_TIMEOUT, before));
+}
+
+#[tokio::test]
+async fn stale_while_revalidate_serves_at_once_and_refreshes_behind() {
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=0, stale-while-revalidate=60")],
+        "old",
+    );
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    o.answers(200, &[("cache-control", "max-age=60")], "new");
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Stale), &b"old"[..])
+    );
+    for _ in 0..100 {
+        if o.calls() == 2 && c.store().stats().stored.load(Ordering::SeqCst) == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Hit), &b"new"[..])
+    );
+    assert_eq!(o.calls(), 2);
+    // A route default applies where the response has none.
+    let o = Origin::new();
+    o.answers(200, &[("cache-control", "max-age=0")], "old");
+    let c = cache(
+        &o,
+        CacheLayer::new().stale_while_revalidate(Duration::from_secs(60)),
+    );
+    get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        get(&c, "GET", "/", &[]).await.cache,
+        Some(CacheStatus::Stale)
+    );
+}
+
+#[tokio::test]
+async fn stale_if_error_stands_in_for_failures_within_its_window_only() {
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=1, stale-if-error=1")],
+        "kept",
+    );
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    o.answers(503, &[], "down");
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        (r.status, &r.body[..], r.cache),
+        (StatusCode::OK, &b"kept"[..], Some(CacheStatus::Stale))
+    );
+    assert!(r.headers["cache-status"]
+        .to_str()
+        .unwrap()
+        .contains("stale-if-error-503"));
+    o.set(|_| Err(std::io::Error::other("refused")));
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        (r.status, r.cache),
+        (StatusCode::OK, Some(CacheStatus::Stale))
+    );
+    // Past the window, the failure is the answer.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    o.answers(503, &[], "down");
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (StatusCode::SERVICE_UNAVAILABLE, &b"down"[..])
+    );
+    // must-revalidate forbids it whatever the route's default.
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=0, must-revalidate")],
+        "kept",
+    );
+    let c = cache(
+        &o,
+        CacheLayer::new().stale_if_error(Duration::from_secs(60)),
+    );
+    get(&c, "GET", "/", &[]).await;
+    o.answers(502, &[], "down");
+    assert_eq!(
+        get(&c, "GET", "/", &[]).await.status,
+        StatusCode::BAD_GATEWAY
+    );
+}
+
+#[tokio::test]
+async fn an_unsafe_method_that_succeeds_invalidates_its_target_and_location() {
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    for p in ["/a", "/b", "/c"] {
+        get(&c, "GET", p, &[]).await;
+    }
+    o.answers(
+        201,
+        &[
+            ("location", "/b"),
+            ("content-location", "http://elsewhere.example/c"),
+        ],
+        "",
+    );
+    let r = get(&c, "POST", "/a", &[]).await;
+    assert_eq!(r.cache, Some(CacheStatus::Bypass));
+    o.answers(200, &[("cache-control", "max-age=60")], "body");
+    assert_eq!(
+        get(&c, "GET", "/a", &[]).await.cache,
+        Some(CacheStatus::Miss)
+    );
+    assert_eq!(
+        get(&c, "GET", "/b", &[]).await.cache,
+        Some(CacheStatus::Miss)
+    );
+    assert_eq!(
+        get(&c, "GET", "/c", &[]).await.cache,
+        Some(CacheStatus::Hit),
+        "another host's"
+    );
+    // A failed one invalidates nothing.
+    o.answers(500, &[], "");
+    get(&c, "DELETE", "/a", &[]).await;
+    assert_eq!(
+        get(&c, "GET", "/a", &[]).await.cache,
+        Some(CacheStatus::Hit)
+    );
+}
+
+#[tokio::test]
+async fn head_ranges_and_conditions_are_answered_from_a_stored_get() {
+    let o = Origin::new();
+    let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
+    o.answers(
+        200,
+        &[
+            ("cache-control", "max-age=60"),
+            ("etag", "\"e\""),
+            ("last-modified", lm),
+        ],
+        "0123456789",
+    );
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    let h = get(&c, "HEAD", "/", &[]).await;
+    assert_eq!(
+        (h.status, h.body.len(), h.cache),
+        (StatusCode::OK, 0, Some(CacheStatus::Hit))
+    );
+    assert_eq!(h.headers["content-length"], "10");
+    let r = get(&c, "GET", "/", &[("range", "bytes=2-4")]).await;
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (StatusCode::PARTIAL_CONTENT, &b"234"[..])
+    );
+    assert_eq!(r.headers["content-range"], "bytes 2-4/10");
+    let r = get(&c, "GET", "/", &[("range", "bytes=20-")]).await;
+    assert_eq!(r.status, StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(r.headers["content-range"], "bytes */10");
+    let r = get(
+        &c,
+        "GET",
+        "/",
+        &[("range", "bytes=2-4"), ("if-range", "\"other\"")],
+    )
+    .await;
+    assert_eq!((r.status, r.body.len()), (StatusCode::OK, 10));
+    let r = get(&c, "GET", "/", &[("if-none-match", "W/\"e\"")]).await;
+    assert_eq!((r.status, r.body.len()), (StatusCode::NOT_MODIFIED, 0));
+    let r = get(&c, "GET", "/", &[("if-modified-since", lm)]).await;
+    assert_eq!(r.status, StatusCode::NOT_MODIFIED);
+    let r = get(
+        &c,
+        "GET",
+        "/",
+        &[("if-none-match", "\"x\""), ("if-modified-since", lm)],
+    )
+    .await;
+    assert_eq!(
+        r.status,
+        StatusCode::OK,
+        "If-None-Match outranks If-Modified-Since"
+    );
+    assert_eq!(o.calls(), 1);
+    // A HEAD miss stays a HEAD upstream and stores nothing.
+    get(&c, "HEAD", "/h", &[]).await;
+    assert_eq!(o.seen.lock().unwrap().last().unwrap().method(), "HEAD");
+    assert_eq!(
+        get(&c, "GET", "/h", &[]).await.cache,
+        Some(CacheStatus::Miss)
+    );
+}
+
+#[tokio::test]
+async fn a_response_larger_than_the_object_bound_passes_unstored() {
+    let o = Origin::new();
+    o.answers(200, &[("cache-control", "max-age=60")], &"x".repeat(2000));
+    let c = cache(&o, CacheLayer::new().max_object_bytes(1000));
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(r.body.len(), 2000);
+    get(&c, "GET", "/", &[]).await;
+    assert_eq!(o.calls(), 2);
+    assert_eq!(c.store().entry_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_misses_make_one_upstream_request() {
+    let mut o = Origin::new();
+    o.delay = Duration::from_millis(200);
+    let c = cache(&o, CacheLayer::new());
+    let mut tasks = Vec::new();
+    for _ in 0..1000 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(
+            async move { get(&c, "GET", "/cold", &[]).await },
+        ));
+    }
+    let mut statuses = std::collections::HashMap::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(&r.body[..], b"body");
+        *statuses.entry(r.cache).or_insert(0) += 1;
+    }
+    assert_eq!(o.calls(), 1, "{statuses:?}");
+    assert_eq!(statuses[&Some(CacheStatus::Miss)], 1);
+    assert_eq!(c.store().stats().coalesced.load(Ordering::SeqCst), 999);
+    assert_eq!(c.store().flights_in_progress(), 0);
+    // Waiters for a response that may not be stored go upstream themselves; after the
+    // lock timeout they stop waiting.
+    o.answers(200, &[("cache-control", "no-store")], "x");
+    let c = cache(
+        &o,
+        CacheLayer::new().coalesce(true, Duration::from_millis(50)),
+    );
+    let before = o.calls();
+    let t0 = std::time::Instant::now();
+    let rs = futures_join(&c, 10).await;
+    assert!(rs.iter().all(|r| r.status == StatusCode::OK));
+    assert_eq!(o.calls() - before, 10);
+    assert!(
+        t0.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+async fn futures_join(c: &Cache<Origin>, n: usize) -> Vec<Got> {
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            get(&c, "GET", "/nostore", &[]).await
+        }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
