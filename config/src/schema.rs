@@ -425,10 +425,78 @@ pub struct Route {
     /// Cross-origin requests from browsers, with preflights answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<CorsConfig>,
+    /// A response cache in front of a proxy route (RFC 9111).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheConfig>,
     /// Pages for error statuses (`"404" = "/404.html"`), files under the route's static
     /// root (a proxy route: the top-level `root`), sent with the original status.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub error_pages: std::collections::BTreeMap<String, String>,
+}
+
+/// `[routes.cache]`: a shared response cache (RFC 9111, RFC 5861) in front of a proxy
+/// route, in memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Off keeps the table but stores nothing.
+    pub enabled: bool,
+    /// Bytes of stored responses (bodies, fields and a per-entry overhead).
+    pub max_bytes: u64,
+    /// Stored responses.
+    pub max_entries: u64,
+    /// Larger responses are passed on unstored.
+    pub max_object_bytes: u64,
+    /// Request fields whose values go into the key.
+    #[serde(deserialize_with = "one_or_many")]
+    pub key_headers: Vec<String>,
+    /// Cookies whose values go into the key.
+    #[serde(deserialize_with = "one_or_many")]
+    pub key_cookies: Vec<String>,
+    /// Served stale while refreshed, for responses without `stale-while-revalidate`.
+    #[serde(with = "humantime_serde")]
+    pub stale_while_revalidate: Duration,
+    /// Served stale while the upstream fails, for responses without `stale-if-error`.
+    #[serde(with = "humantime_serde")]
+    pub stale_if_error: Duration,
+    /// The longest heuristic freshness (RFC 9111 §4.2.2); 0s turns it off.
+    #[serde(with = "humantime_serde")]
+    pub heuristic_max: Duration,
+    /// Requests for a key being fetched wait for that fetch (nginx's `proxy_cache_lock`).
+    pub lock: bool,
+    /// How long they wait before going upstream themselves.
+    #[serde(with = "humantime_serde")]
+    pub lock_timeout: Duration,
+    /// Look up and store requests with `Authorization`, keyed by it (else they bypass).
+    pub store_authorized: bool,
+    /// Store responses that set cookies.
+    pub store_set_cookie: bool,
+    /// Ignore the request's `Cache-Control`, as CDNs do.
+    pub ignore_request_cache_control: bool,
+    /// Send `Cache-Status` (RFC 9211).
+    pub cache_status_header: bool,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            enabled: true,
+            max_bytes: 64 << 20,
+            max_entries: 100_000,
+            max_object_bytes: 8 << 20,
+            key_headers: Vec::new(),
+            key_cookies: Vec::new(),
+            stale_while_revalidate: Duration::ZERO,
+            stale_if_error: Duration::ZERO,
+            heuristic_max: Duration::from_secs(3600),
+            lock: true,
+            lock_timeout: Duration::from_secs(5),
+            store_authorized: false,
+            store_set_cookie: false,
+            ignore_request_cache_control: false,
+            cache_status_header: false,
+        }
+    }
 }
 
 /// `[routes.cors]`: which origins may read the route's responses from a browser, and how.
@@ -1044,6 +1112,7 @@ impl Route {
             rewrites: Vec::new(),
             request_id: None,
             cors: None,
+            cache: None,
             error_pages: std::collections::BTreeMap::new(),
         }
     }

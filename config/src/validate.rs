@@ -238,6 +238,9 @@ pub(crate) fn normalise_and_validate(
         }
 
         check_rules(&mut c, &k, route);
+        if let Some(cache) = &route.cache {
+            check_cache(&mut c, &k, cache, route.proxy.is_some());
+        }
 
         if let Some(name) = &route.mount {
             if route.static_files.is_some() || route.proxy.is_some() {
@@ -333,6 +336,53 @@ pub(crate) fn normalise_and_validate(
         Ok(())
     } else {
         Err(ConfigErrors(c.errors))
+    }
+}
+
+fn check_cache(c: &mut Collector, k: &str, cache: &crate::CacheConfig, proxied: bool) {
+    let kc = format!("{k}.cache");
+    if !proxied {
+        c.err(
+            kc.clone(),
+            "a response cache is for [routes.proxy] routes (static files have the open-file \
+             cache, mounted Services their own)",
+        );
+    }
+    if cache.max_bytes == 0 {
+        c.err(format!("{kc}.max_bytes"), "must be more than zero");
+    }
+    if cache.max_entries == 0 {
+        c.err(format!("{kc}.max_entries"), "must be at least 1");
+    }
+    if cache.max_object_bytes == 0 || cache.max_object_bytes > cache.max_bytes {
+        c.err(
+            format!("{kc}.max_object_bytes"),
+            "must be more than zero and at most max_bytes",
+        );
+    }
+    for (j, h) in cache.key_headers.iter().enumerate() {
+        if http::HeaderName::try_from(h.as_str()).is_err() {
+            c.err(
+                format!("{kc}.key_headers.{j}"),
+                format!("{h:?} is not a header name"),
+            );
+        }
+    }
+    for (j, name) in cache.key_cookies.iter().enumerate() {
+        // RFC 6265 §4.1.1: a cookie name is a token.
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if name.is_empty() || !name.bytes().all(token) {
+            c.err(
+                format!("{kc}.key_cookies.{j}"),
+                format!("{name:?} is not a cookie name"),
+            );
+        }
+    }
+    if cache.lock && cache.lock_timeout.is_zero() {
+        c.err(
+            format!("{kc}.lock_timeout"),
+            "must be more than zero while lock is on",
+        );
     }
 }
 

@@ -95,6 +95,16 @@ fn reload_refusal(
     auth: &ReloadAuth,
     headers: &HeaderMap,
 ) -> Option<http::Response<crate::body::GateBody>> {
+    refusal(auth, headers, "reload")
+}
+
+/// Why a `POST` to the admin listener that changes something (`what`: "reload",
+/// "purge") is refused, if it is: the same rules for each.
+fn refusal(
+    auth: &ReloadAuth,
+    headers: &HeaderMap,
+    what: &str,
+) -> Option<http::Response<crate::body::GateBody>> {
     // A browser sends `Origin` with every cross-origin request and with every POST (RFC
     // 6454 §7, Fetch): no legitimate caller of this endpoint is a web page. A page that
     // rebinds its own name to this address still sends its own origin.
@@ -103,27 +113,29 @@ fn reload_refusal(
         .map(|v| v.as_bytes() == b"same-origin" || v.as_bytes() == b"none");
     if headers.contains_key(ORIGIN) || fetch_site == Some(false) {
         if RELOAD_REFUSAL_LOGGED.due() {
-            tracing::warn!(
-                "admin: POST /reload from a web page (Origin or Sec-Fetch-Site) refused"
-            );
+            tracing::warn!("admin: {what} from a web page (Origin or Sec-Fetch-Site) refused");
         }
         return Some(plain(
             StatusCode::FORBIDDEN,
-            "cross-origin requests may not reload\n",
+            format!("cross-origin requests may not {what}\n"),
         ));
     }
     match auth {
         ReloadAuth::Open => None,
-        ReloadAuth::Refused => Some(plain(
+        ReloadAuth::Refused if what == "reload" => Some(plain(
             StatusCode::FORBIDDEN,
             "reload over the network needs admin_token (or send SIGHUP)\n",
+        )),
+        ReloadAuth::Refused => Some(plain(
+            StatusCode::FORBIDDEN,
+            format!("{what} over the network needs admin_token\n"),
         )),
         ReloadAuth::Token(want) => {
             if bearer(headers).is_some_and(|got| same_token(got, want)) {
                 return None;
             }
             if RELOAD_REFUSAL_LOGGED.due() {
-                tracing::warn!("admin: POST /reload without the right admin_token refused");
+                tracing::warn!("admin: {what} without the right admin_token refused");
             }
             let mut res = plain(StatusCode::UNAUTHORIZED, "a bearer token is needed\n");
             // RFC 6750 §3.
@@ -169,15 +181,88 @@ pub(crate) trait ServerView: Send + Sync + 'static {
     fn reloader(&self) -> Option<Reloader>;
     /// `/metrics`, when metrics are on.
     fn exporter(&self) -> Option<&crate::metrics::Exporter>;
+    /// The routes' caches (for `POST /cache/purge`); none for a server without the
+    /// gateway's router.
+    fn caches(&self) -> Vec<crate::router::RouteCaches>;
     /// Draining: `/readyz` answers 503.
     fn is_draining(&self) -> bool;
     /// Resolves once every public connection has closed, or the drain timeout has passed.
     fn drained(&self) -> impl Future<Output = ()> + Send + '_;
 }
 
+/// `POST /cache/purge?url=<absolute URL>[&prefix=1][&route=<name>]`: removes the stored
+/// responses for that URL (every variant, whatever extra key fields), or with `prefix`
+/// every one whose URL starts with it, from each route's cache or the named route's.
+fn purge(caches: &[crate::router::RouteCaches], query: Option<&str>) -> http::Response<GateBody> {
+    let mut url = None;
+    let mut prefix = false;
+    let mut route = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = percent_encoding::percent_decode_str(&v.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned();
+        match k {
+            "url" => url = Some(v),
+            "prefix" => prefix = matches!(v.as_str(), "1" | "true" | "yes"),
+            "route" => route = Some(v),
+            _ => {
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown parameter {k:?}: url, prefix and route are known\n"),
+                )
+            }
+        }
+    }
+    let Some(url) = url.filter(|u| u.contains("://")) else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "url= must name an absolute URL, such as http://example.com/path\n",
+        );
+    };
+    let key = format!("GET {url}");
+    let mut removed = 0;
+    let mut routes = 0;
+    for c in caches {
+        let Some(store) = &c.responses else { continue };
+        if route.as_deref().is_some_and(|r| r != c.route) {
+            continue;
+        }
+        routes += 1;
+        removed += if prefix {
+            store.purge_prefix(&key)
+        } else {
+            store.invalidate(&key) + store.purge_prefix(&format!("{key}\n"))
+        };
+    }
+    if routes == 0 {
+        return plain(
+            StatusCode::NOT_FOUND,
+            match route {
+                Some(r) => format!("no route named {r:?} has a cache\n"),
+                None => "no route has a cache\n".to_string(),
+            },
+        );
+    }
+    plain(StatusCode::OK, format!("purged {removed}\n"))
+}
+
 fn router<S: ServerView>(shared: Arc<S>, auth: Arc<ReloadAuth>) -> Router {
     let for_reload = shared.clone();
+    let for_purge = (shared.clone(), auth.clone());
     Router::new()
+        .route(
+            "/cache/purge",
+            axum::routing::post(move |headers: HeaderMap, uri: http::Uri| {
+                let (shared, auth) = for_purge.clone();
+                async move {
+                    if let Some(refused) = refusal(&auth, &headers, "purge") {
+                        return refused;
+                    }
+                    purge(&shared.caches(), uri.query())
+                }
+            }),
+        )
         .route(
             "/reload",
             axum::routing::post(move |headers: HeaderMap| {

@@ -72,6 +72,19 @@ impl From<ProxyBody> for GateBody {
     }
 }
 
+/// A hit is bytes from memory; a response passing unstored stays the proxy's body; only
+/// one being copied into the store is boxed (a miss, which went upstream anyway).
+impl From<gatehouse_layers::cache::CacheBody<ProxyBody>> for GateBody {
+    fn from(b: gatehouse_layers::cache::CacheBody<ProxyBody>) -> Self {
+        use gatehouse_layers::cache::Split;
+        match b.split() {
+            Split::Stored(data) => GateBody::Full(data),
+            Split::Passing(p) => p.into(),
+            Split::Filling(b) => GateBody::Boxed(axum::body::Body::new(b)),
+        }
+    }
+}
+
 impl From<axum::body::Body> for GateBody {
     fn from(b: axum::body::Body) -> Self {
         GateBody::Boxed(b)

@@ -94,6 +94,32 @@ fn describe() {
         Unit::Bytes,
         "Bytes of compressed variants held."
     );
+    describe_counter!(
+        "gatehouse_cache_requests_total",
+        "Requests to a route's response cache, by what it did: hit, miss, stale (served stale \
+         while refreshed or for a failed upstream), revalidated (a 304), bypass."
+    );
+    describe_counter!(
+        "gatehouse_cache_coalesced_total",
+        "Requests that waited for another request's upstream fetch of their key."
+    );
+    describe_counter!(
+        "gatehouse_cache_stored_total",
+        "Responses stored in a route's response cache."
+    );
+    describe_counter!(
+        "gatehouse_cache_invalidated_total",
+        "Stored responses removed by an unsafe method's success or a purge."
+    );
+    describe_gauge!(
+        "gatehouse_cache_bytes",
+        Unit::Bytes,
+        "Bytes held by a route's response cache."
+    );
+    describe_gauge!(
+        "gatehouse_cache_entries",
+        "Responses held by a route's response cache."
+    );
     describe_gauge!(
         "gatehouse_tls_certificate_expiry_timestamp_seconds",
         Unit::Seconds,
@@ -196,6 +222,33 @@ impl Exporter {
                     }
                     gauge!("gatehouse_compression_cache_bytes", "route" => route.clone())
                         .set(v.weighted_size() as f64);
+                }
+                if let Some(r) = &c.responses {
+                    let id = r.identity();
+                    let st = r.stats();
+                    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                    const REQUESTS: &str = "gatehouse_cache_requests_total";
+                    for (key, status, v) in [
+                        ("cache/hit", "hit", n(&st.hits)),
+                        ("cache/miss", "miss", n(&st.misses)),
+                        ("cache/stale", "stale", n(&st.stale)),
+                        ("cache/revalidated", "revalidated", n(&st.revalidated)),
+                        ("cache/bypass", "bypass", n(&st.bypassed)),
+                    ] {
+                        let c = counter!(REQUESTS, "route" => route.clone(), "status" => status);
+                        carry(id, key, v, c);
+                    }
+                    for (name, v) in [
+                        ("gatehouse_cache_coalesced_total", n(&st.coalesced)),
+                        ("gatehouse_cache_stored_total", n(&st.stored)),
+                        ("gatehouse_cache_invalidated_total", n(&st.invalidated)),
+                    ] {
+                        carry(id, name, v, counter!(name, "route" => route.clone()));
+                    }
+                    gauge!("gatehouse_cache_bytes", "route" => route.clone())
+                        .set(r.weighted_size() as f64);
+                    gauge!("gatehouse_cache_entries", "route" => route.clone())
+                        .set(r.entry_count() as f64);
                 }
             }
             let now_ms = crate::proxy::health::now_ms();

@@ -10,6 +10,7 @@ mod acme;
 mod admin;
 mod auth;
 mod boundary;
+mod cache;
 mod cli;
 mod compression;
 mod conditional;

@@ -198,6 +198,8 @@ pub(crate) struct RouteCaches {
     pub(crate) route: String,
     pub(crate) files: Option<gatehouse_layers::open_file_cache::FileCache>,
     pub(crate) variants: Option<gatehouse_layers::precompress::VariantCache>,
+    /// The response cache's store (`[routes.cache]`).
+    pub(crate) responses: Option<gatehouse_layers::cache::ResponseStore>,
 }
 
 fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
@@ -404,6 +406,8 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
         match &svc {
             RouteService::Proxy(p) => proxies.push(p.0.clone()),
             RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().0.clone()),
+            RouteService::Cached(c) => proxies.push(c.get_ref().0.clone()),
+            RouteService::CachedCompressed(c) => proxies.push(c.get_ref().get_ref().0.clone()),
             _ => {}
         }
         let (files, variants) = match &svc {
@@ -414,15 +418,26 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
             ),
             RouteService::Proxy(_) | RouteService::Mounted(_) => (None, None),
             RouteService::ProxyCompressed(c) => (None, Some(c.variant_cache().clone())),
+            RouteService::CachedCompressed(c) => (None, Some(c.variant_cache().clone())),
+            RouteService::Cached(_) => (None, None),
+        };
+        let responses = match &svc {
+            RouteService::Cached(c) => Some(c.store().clone()),
+            RouteService::CachedCompressed(c) => Some(c.get_ref().store().clone()),
+            _ => None,
         };
         caches.push(RouteCaches {
             route: route.name().to_string(),
             files,
             variants,
+            responses,
         });
         let proxied = matches!(
             svc,
-            RouteService::Proxy(_) | RouteService::ProxyCompressed(_)
+            RouteService::Proxy(_)
+                | RouteService::ProxyCompressed(_)
+                | RouteService::Cached(_)
+                | RouteService::CachedCompressed(_)
         );
         let mounted = matches!(svc, RouteService::Mounted(_));
         let rule = PathRule::new(
@@ -586,12 +601,21 @@ fn route_service(
                 .collect();
             proxy = proxy.keeping_fields(&set);
         }
-        return Ok(match compression_layer(&route.compression) {
-            // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
-            Some(layer) => {
+        let cache = route.cache.as_ref().filter(|c| c.enabled).map(cache_layer);
+        // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
+        return Ok(match (compression_layer(&route.compression), cache) {
+            (Some(layer), None) => {
                 RouteService::ProxyCompressed(layer.head_as_get(false).layer(RouteProxy(proxy)))
             }
-            None => RouteService::Proxy(RouteProxy(proxy)),
+            (None, None) => RouteService::Proxy(RouteProxy(proxy)),
+            // Compression above the cache: the cache stores what the upstream sent, and
+            // a stored response's variants are encoded once by its ETag.
+            (Some(layer), Some(cache)) => RouteService::CachedCompressed(
+                layer
+                    .head_as_get(false)
+                    .layer(cache.layer(RouteProxy(proxy))),
+            ),
+            (None, Some(cache)) => RouteService::Cached(cache.layer(RouteProxy(proxy))),
         });
     }
     match &route.static_files {
@@ -868,6 +892,27 @@ impl RuleLayers {
 }
 
 /// The route's compression layer, or none when it is off.
+fn cache_layer(c: &gatehouse_config::CacheConfig) -> gatehouse_layers::cache::CacheLayer {
+    gatehouse_layers::cache::CacheLayer::new()
+        .limits(c.max_bytes, c.max_entries)
+        .max_object_bytes(c.max_object_bytes)
+        // Validated by `check`: a name that is not one cannot reach here.
+        .key_headers(
+            c.key_headers
+                .iter()
+                .filter_map(|h| http::HeaderName::try_from(h.as_str()).ok()),
+        )
+        .key_cookies(c.key_cookies.iter().cloned())
+        .stale_while_revalidate(c.stale_while_revalidate)
+        .stale_if_error(c.stale_if_error)
+        .heuristic_max(c.heuristic_max)
+        .coalesce(c.lock, c.lock_timeout)
+        .store_authorized(c.store_authorized)
+        .store_set_cookie(c.store_set_cookie)
+        .ignore_request_cache_control(c.ignore_request_cache_control)
+        .cache_status_header(c.cache_status_header)
+}
+
 fn compression_layer(c: &CompressionConfig) -> Option<PrecompressLayer> {
     if !c.enabled || c.encodings.is_empty() {
         return None;
@@ -1224,6 +1269,17 @@ impl GatewayRouter {
     /// Each route's caches, for the metrics.
     pub(crate) fn caches(&self) -> Vec<RouteCaches> {
         self.table.load().caches.clone()
+    }
+
+    /// Each route's response cache (`[routes.cache]`), by route name: to purge from a
+    /// program, or read its figures.
+    pub fn response_caches(&self) -> Vec<(String, gatehouse_layers::cache::ResponseStore)> {
+        self.table
+            .load()
+            .caches
+            .iter()
+            .filter_map(|c| Some((c.route.clone(), c.responses.clone()?)))
+            .collect()
     }
 
     /// Each proxy, for the metrics.

@@ -35,6 +35,7 @@ use crate::proxy::{ConnInfo, Proxy, ProxyBody, ProxyFuture};
 use crate::static_files::{ResponseFuture as StaticFuture, StaticBody, StaticFiles};
 use gatehouse_layers::access_log::{AccessLog, LogEnd, Record};
 use gatehouse_layers::auth::RequireAuth;
+use gatehouse_layers::cache::{self, Cache, CacheBody};
 use gatehouse_layers::cors::Cors;
 use gatehouse_layers::error_pages::ErrorPages;
 use gatehouse_layers::headers::Headers;
@@ -156,6 +157,9 @@ pub(crate) enum RouteService {
     Compressed(Precompress<StaticFiles>),
     Proxy(RouteProxy),
     ProxyCompressed(Precompress<RouteProxy>),
+    /// A proxy behind a response cache (`[routes.cache]`), compressed above it.
+    Cached(Cache<RouteProxy>),
+    CachedCompressed(Precompress<Cache<RouteProxy>>),
     Mounted(MountedService),
 }
 
@@ -187,6 +191,9 @@ pub(crate) type CompressedFuture =
     precompress::ResponseFuture<StaticFuture, StaticBody, DefaultPredicate>;
 pub(crate) type ProxyCompressedFuture =
     precompress::ResponseFuture<ProxyFuture, ProxyBody, DefaultPredicate>;
+pub(crate) type CachedFuture = cache::ResponseFuture<ProxyFuture, ProxyBody, Infallible>;
+pub(crate) type CachedCompressedFuture =
+    precompress::ResponseFuture<CachedFuture, CacheBody<ProxyBody>, DefaultPredicate>;
 
 impl<B> Service<Request<RouteBody<B>>> for Endpoint
 where
@@ -216,6 +223,8 @@ where
             RouteService::Compressed(s) => Kind::Compressed { fut: s.call(req) },
             RouteService::Proxy(p) => Kind::Proxy { fut: p.call(req) },
             RouteService::ProxyCompressed(p) => Kind::ProxyCompressed { fut: p.call(req) },
+            RouteService::Cached(c) => Kind::Cached { fut: c.call(req) },
+            RouteService::CachedCompressed(c) => Kind::CachedCompressed { fut: c.call(req) },
             RouteService::Mounted(s) => {
                 // The app reads its client as an app under gatehouse::serve does.
                 let conn = req.body().conn;
@@ -248,6 +257,8 @@ pin_project! {
         Compressed { #[pin] fut: CompressedFuture },
         Proxy { #[pin] fut: ProxyFuture },
         ProxyCompressed { #[pin] fut: ProxyCompressedFuture },
+        Cached { #[pin] fut: CachedFuture },
+        CachedCompressed { #[pin] fut: CachedCompressedFuture },
         Mounted { fut: Pin<Box<MountedFuture>> },
         Ready { res: Option<Response<GateBody>> },
     }
@@ -290,6 +301,14 @@ impl Future for EndpointFuture {
                 res.map(GateBody::from)
             }
             KindProj::ProxyCompressed { fut } => {
+                let Ok(res) = std::task::ready!(fut.poll(cx));
+                res.map(from_precompress)
+            }
+            KindProj::Cached { fut } => {
+                let Ok(res) = std::task::ready!(fut.poll(cx));
+                res.map(GateBody::from)
+            }
+            KindProj::CachedCompressed { fut } => {
                 let Ok(res) = std::task::ready!(fut.poll(cx));
                 res.map(from_precompress)
             }

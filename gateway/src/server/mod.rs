@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     shutdown: watch::Sender<bool>,
     /// `/metrics`, when metrics are on.
     pub(crate) exporter: std::sync::OnceLock<crate::metrics::Exporter>,
+    /// The gateway's router, for the admin listener's cache purge.
+    router: Option<GatewayRouter>,
 }
 
 impl Shared {
@@ -74,6 +76,10 @@ impl admin::ServerView for Shared {
 
     fn exporter(&self) -> Option<&crate::metrics::Exporter> {
         self.exporter.get()
+    }
+
+    fn caches(&self) -> Vec<crate::router::RouteCaches> {
+        self.router.as_ref().map(|r| r.caches()).unwrap_or_default()
     }
 
     fn is_draining(&self) -> bool {
@@ -484,6 +490,7 @@ fn start_with<T: Serve>(
         refusal_logged: std::sync::atomic::AtomicU64::new(u64::MAX),
         shutdown: tx,
         exporter: std::sync::OnceLock::new(),
+        router: router.clone(),
     });
 
     let settings = Arc::new(ConnSettings::new(config));

@@ -19,6 +19,8 @@ pub struct Record {
     /// Body bytes sent.
     pub bytes: u64,
     pub upstream: Option<UpstreamInfo>,
+    /// What a response cache did, if one answered or passed the request.
+    pub cache: Option<crate::upstream::CacheStatus>,
     /// The response ended before all of its body was sent.
     pub aborted: bool,
     /// The target, host, Referer, User-Agent and X-Request-Id, copied out of the request.
@@ -98,6 +100,7 @@ impl Record {
             status: 0,
             bytes: 0,
             upstream: None,
+            cache: None,
             aborted: false,
             text: text.into_boxed_slice(),
             spans,
@@ -142,6 +145,7 @@ impl Record {
     pub fn respond(&mut self, status: http::StatusCode, extensions: &http::Extensions) {
         self.status = status.as_u16();
         self.upstream = extensions.get::<UpstreamInfo>().cloned();
+        self.cache = extensions.get::<crate::upstream::CacheStatus>().copied();
         self.id = extensions
             .get::<crate::template::RequestIdText>()
             .map(|t| t.0.clone());
@@ -189,6 +193,7 @@ pub enum Field {
     RequestId,
     UpstreamAddr,
     UpstreamTime,
+    CacheStatus,
     Aborted,
 }
 
@@ -210,6 +215,7 @@ const FIELDS: &[(&str, Field)] = &[
     ("request_id", Field::RequestId),
     ("upstream_addr", Field::UpstreamAddr),
     ("upstream_response_time", Field::UpstreamTime),
+    ("cache_status", Field::CacheStatus),
     ("aborted", Field::Aborted),
 ];
 
@@ -484,6 +490,11 @@ fn json(r: &Record, now: SystemTime, out: &mut Vec<u8>) {
         out.extend_from_slice(b"\",\"upstream_time_us\":");
         num(u.time.as_micros() as u64, out);
     }
+    if let Some(c) = r.cache {
+        out.extend_from_slice(b",\"cache_status\":\"");
+        out.extend_from_slice(c.as_str().as_bytes());
+        out.push(b'"');
+    }
     if r.aborted {
         out.extend_from_slice(b",\"aborted\":true");
     }
@@ -517,6 +528,10 @@ fn field(f: Field, r: &Record, now: SystemTime, out: &mut Vec<u8>) {
         },
         Field::UpstreamTime => match &r.upstream {
             Some(u) => seconds_ms(u.time, out),
+            None => out.push(b'-'),
+        },
+        Field::CacheStatus => match r.cache {
+            Some(c) => out.extend_from_slice(c.as_str().as_bytes()),
             None => out.push(b'-'),
         },
         Field::Aborted => out.extend_from_slice(if r.aborted { b"aborted" } else { b"-" }),

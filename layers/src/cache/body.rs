@@ -11,22 +11,51 @@ use std::time::Duration;
 pin_project! {
     /// A [`Cache`](super::Cache)'s response body: a stored response's, from memory, or the
     /// inner Service's, copied into the store as it is sent when it may be stored.
-    #[project = CacheBodyProj]
-    pub enum CacheBody<B> {
+    pub struct CacheBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
         Stored { data: Option<Bytes> },
         Inner { #[pin] inner: B, fill: Option<Box<Fill>> },
     }
 }
 
+/// What a [`CacheBody`] is, for a server that sends each kind its own cheapest way.
+pub enum Split<B> {
+    /// From the store: the bytes, or none.
+    Stored(Option<Bytes>),
+    /// The inner body, not being stored.
+    Passing(B),
+    /// The inner body, copied into the store as it is read.
+    Filling(CacheBody<B>),
+}
+
 impl<B> CacheBody<B> {
     pub(crate) fn stored(data: Bytes) -> Self {
-        CacheBody::Stored {
-            data: (!data.is_empty()).then_some(data),
+        CacheBody {
+            kind: Kind::Stored {
+                data: (!data.is_empty()).then_some(data),
+            },
         }
     }
 
     pub(crate) fn empty() -> Self {
-        CacheBody::Stored { data: None }
+        CacheBody {
+            kind: Kind::Stored { data: None },
+        }
+    }
+
+    pub fn split(self) -> Split<B> {
+        match self.kind {
+            Kind::Stored { data } => Split::Stored(data),
+            Kind::Inner { inner, fill: None } => Split::Passing(inner),
+            kind @ Kind::Inner { .. } => Split::Filling(CacheBody { kind }),
+        }
     }
 }
 
@@ -41,7 +70,9 @@ impl<B: Body> CacheBody<B> {
             }
             f => f,
         };
-        CacheBody::Inner { inner, fill }
+        CacheBody {
+            kind: Kind::Inner { inner, fill },
+        }
     }
 }
 
@@ -89,9 +120,9 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        match self.project() {
-            CacheBodyProj::Stored { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            CacheBodyProj::Inner { mut inner, fill } => {
+        match self.project().kind.project() {
+            KindProj::Stored { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            KindProj::Inner { mut inner, fill } => {
                 let frame = ready!(inner.as_mut().poll_frame(cx));
                 match &frame {
                     Some(Ok(f)) => {
@@ -121,18 +152,18 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        match self {
-            CacheBody::Stored { data } => data.is_none(),
-            CacheBody::Inner { inner, .. } => inner.is_end_stream(),
+        match &self.kind {
+            Kind::Stored { data } => data.is_none(),
+            Kind::Inner { inner, .. } => inner.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self {
-            CacheBody::Stored { data } => {
+        match &self.kind {
+            Kind::Stored { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
-            CacheBody::Inner { inner, .. } => inner.size_hint(),
+            Kind::Inner { inner, .. } => inner.size_hint(),
         }
     }
 }

@@ -71,7 +71,7 @@ pub mod policy;
 mod service;
 mod store;
 
-pub use body::CacheBody;
+pub use body::{CacheBody, Split};
 pub use future::ResponseFuture;
 pub use layer::{CacheLayer, DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES, DEFAULT_MAX_OBJECT_BYTES};
 pub use service::Cache;

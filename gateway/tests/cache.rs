@@ -1,0 +1,314 @@
+//! `[routes.cache]`: the response cache on a proxy route, through the server, against
+//! backends the tests start and stop: hits, coalescing over real connections, stale
+//! content with the backend gone, purging on the admin listener, the access log's
+//! `$cache_status`, metrics and configuration errors.
+
+use super::common::*;
+use axum::extract::Request as AxumRequest;
+use axum::routing::any;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A backend that can be killed: its runtime is dropped, which closes its listener and
+/// every connection.
+struct Killable {
+    addr: SocketAddr,
+    calls: Arc<AtomicUsize>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Killable {
+    /// Answers every request with `cache_control` and the path as the body, after `delay`.
+    fn start(cache_control: &'static str, delay: Duration) -> Killable {
+        let listener = loopback();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let app = axum::Router::new().fallback(any(move |req: AxumRequest| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                (
+                    [
+                        ("cache-control", cache_control),
+                        ("etag", "\"v1\""),
+                        ("content-type", "text/plain"),
+                    ],
+                    format!("body of {}", req.uri().path()),
+                )
+            }
+        }));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(listener).unwrap();
+                tokio::select! {
+                    _ = axum::serve(l, app) => {}
+                    _ = rx => {}
+                }
+            });
+            rt.shutdown_background();
+        });
+        Killable {
+            addr,
+            calls,
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    fn kill(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Killable {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn cached(up: SocketAddr, cache: &str) -> TestServer {
+    TestServer::start(
+        &std::env::temp_dir(),
+        &format!(
+            "[[routes]]\nname = \"api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n\
+             [routes.cache]\ncache_status_header = true\n{cache}\n"
+        ),
+    )
+}
+
+#[test]
+fn a_proxy_route_with_a_cache_answers_repeats_from_memory() {
+    let b = Killable::start("max-age=600", Duration::ZERO);
+    let s = cached(b.addr, "");
+    let first = s.get("/a");
+    assert_eq!(
+        (first.status, first.text()),
+        (200, "body of /a".to_string())
+    );
+    assert!(first
+        .header("cache-status")
+        .unwrap()
+        .contains("fwd=uri-miss"));
+    for _ in 0..5 {
+        let r = s.get("/a");
+        assert_eq!((r.status, r.text()), (200, "body of /a".to_string()));
+        assert_eq!(r.header("cache-status"), Some("gatehouse; hit"));
+        assert!(r.header("age").is_some());
+    }
+    assert_eq!(b.calls(), 1);
+    // HEAD and a range from the stored GET; another path is another key.
+    assert_eq!(s.head("/a").header("content-length"), Some("10"));
+    let r = s.get_with("/a", "Range: bytes=0-3\r\n");
+    assert_eq!((r.status, r.text()), (206, "body".to_string()));
+    s.get("/b");
+    assert_eq!(b.calls(), 2);
+    // A POST passes through and invalidates the target.
+    let r = send(
+        s.addr,
+        "POST /a HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert!(s
+        .get("/a")
+        .header("cache-status")
+        .unwrap()
+        .contains("fwd=uri-miss"));
+    assert_eq!(b.calls(), 4);
+}
+
+#[test]
+fn a_thousand_concurrent_requests_for_a_cold_key_make_one_upstream_request() {
+    let b = Killable::start("max-age=600", Duration::from_millis(300));
+    let s = cached(b.addr, "");
+    let addr = s.addr;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let bodies: Vec<String> = rt.block_on(async move {
+        let mut tasks = Vec::new();
+        for _ in 0..1000 {
+            tasks.push(tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+                c.write_all(b"GET /cold HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+                    .await
+                    .unwrap();
+                let mut out = Vec::new();
+                c.read_to_end(&mut out).await.unwrap();
+                String::from_utf8_lossy(&out).into_owned()
+            }));
+        }
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    });
+    let ok = bodies
+        .iter()
+        .filter(|r| r.starts_with("HTTP/1.1 200") && r.ends_with("body of /cold"))
+        .count();
+    assert_eq!(ok, 1000);
+    assert_eq!(b.calls(), 1, "upstream requests for one cold key");
+}
+
+#[test]
+fn stale_content_is_served_while_the_backend_is_down_then_502() {
+    let mut b = Killable::start("max-age=1", Duration::ZERO);
+    let s = cached(b.addr, "stale_if_error = \"2s\"");
+    assert_eq!(s.get("/page").status, 200);
+    b.kill();
+    std::thread::sleep(Duration::from_millis(1100));
+    // Stale (past max-age=1) and the backend refuses: the stored page stands in.
+    let r = s.get("/page");
+    assert_eq!((r.status, r.text()), (200, "body of /page".to_string()));
+    assert!(
+        r.header("cache-status").unwrap().contains("stale-if-error"),
+        "{:?}",
+        r.header("cache-status")
+    );
+    // Past max-age + stale-if-error, the failure is the answer.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = s.get("/page");
+        if r.status == 502 {
+            break;
+        }
+        assert_eq!(r.status, 200);
+        assert!(Instant::now() < deadline, "never 502");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A key never stored is a 502 at once.
+    assert_eq!(s.get("/never").status, 502);
+}
+
+#[test]
+fn the_admin_listener_purges_by_url_and_prefix_with_the_token() {
+    let b = Killable::start("max-age=600", Duration::ZERO);
+    let s = TestServer::start(
+        &std::env::temp_dir(),
+        &format!(
+            "admin_token = \"t0ken-t0ken-t0ken-t0ken\"\n[[routes]]\nname = \"api\"\n[routes.proxy]\n\
+             upstreams = [\"http://{}\"]\n[routes.cache]\n",
+            b.addr
+        ),
+    );
+    for p in ["/x/1", "/x/2", "/y"] {
+        s.get(p);
+    }
+    assert_eq!(b.calls(), 3);
+    let purge = |q: &str, token: &str| {
+        send(
+            s.admin,
+            &format!(
+                "POST /cache/purge?{q} HTTP/1.1\r\nHost: a\r\n{token}Content-Length: 0\r\n\r\n"
+            ),
+        )
+    };
+    let bearer = "Authorization: Bearer t0ken-t0ken-t0ken-t0ken\r\n";
+    assert_eq!(purge("url=http://test/y", "").status, 401);
+    assert_eq!(
+        purge("url=http://test/y", "Authorization: Bearer nope\r\n").status,
+        401
+    );
+    let r = purge("url=http://test/y", bearer);
+    assert_eq!((r.status, r.text()), (200, "purged 1\n".to_string()));
+    let r = purge("url=http%3A%2F%2Ftest%2Fx%2F&prefix=1&route=api", bearer);
+    assert_eq!((r.status, r.text()), (200, "purged 2\n".to_string()));
+    assert_eq!(purge("url=http://test/y&route=nope", bearer).status, 404);
+    assert_eq!(purge("path=/y", bearer).status, 400);
+    for p in ["/x/1", "/x/2", "/y"] {
+        s.get(p);
+    }
+    assert_eq!(b.calls(), 6, "each purged URL went upstream again");
+}
+
+#[test]
+fn the_access_log_and_metrics_say_what_the_cache_did() {
+    let b = Killable::start("max-age=600", Duration::ZERO);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let s = TestServer::start(
+        &std::env::temp_dir(),
+        &format!(
+            "[[routes]]\nname = \"api\"\n[routes.proxy]\nupstreams = [\"http://{}\"]\n\
+             [routes.cache]\n[routes.access_log]\npath = {:?}\ntemplate = \"$request_uri $cache_status\"\n",
+            b.addr,
+            log.display().to_string()
+        ),
+    );
+    s.get("/m");
+    s.get("/m");
+    send(s.addr, "DELETE /m HTTP/1.1\r\nHost: test\r\n\r\n");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let t = std::fs::read_to_string(&log).unwrap_or_default();
+        if t.lines().count() >= 3 || Instant::now() > deadline {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(text, "/m MISS\n/m HIT\n/m BYPASS\n");
+    let caches = s.router.response_caches();
+    let store = caches
+        .iter()
+        .find_map(|(r, s)| (r == "api").then_some(s))
+        .unwrap();
+    assert_eq!(store.stats().hits.load(Ordering::Relaxed), 1);
+    assert_eq!(store.stats().misses.load(Ordering::Relaxed), 1);
+    assert_eq!(store.stats().bypassed.load(Ordering::Relaxed), 1);
+    assert_eq!(store.entry_count(), 0, "the DELETE removed it");
+}
+
+#[test]
+fn a_bad_cache_table_is_refused_naming_its_key() {
+    for (table, key, why) in [
+        ("[[routes]]\n[routes.static]\n[routes.cache]\n", "routes.0.cache", "proxy"),
+        (
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:1\"]\n[routes.cache]\nkey_headers = [\"bad header\"]\n",
+            "routes.0.cache.key_headers.0",
+            "not a header name",
+        ),
+        (
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:1\"]\n[routes.cache]\nmax_bytes = 100\nmax_object_bytes = 1000\n",
+            "routes.0.cache.max_object_bytes",
+            "at most max_bytes",
+        ),
+        (
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:1\"]\n[routes.cache]\nstale_if_error = \"soon\"\n",
+            "stale_if_error",
+            "",
+        ),
+        (
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:1\"]\n[routes.cache]\nmax_entries = 0\n",
+            "routes.0.cache.max_entries",
+            "at least 1",
+        ),
+    ] {
+        let e = load_config(format!("root = \"/tmp\"\n{table}")).expect_err(table);
+        assert!(e.contains(key) && e.contains(why), "{table}: {e}");
+    }
+}
