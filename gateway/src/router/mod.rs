@@ -1596,7 +1596,8 @@ mod tests {
     }
 
     /// Every request's future holds the largest route future inline: a mounted app's
-    /// (a request, a boxed Service) is boxed so that it doesn't make every route's larger.
+    /// (a request, a boxed Service) and a cached proxy's are boxed so that they don't make
+    /// every route's larger.
     #[test]
     fn a_mounted_route_does_not_grow_the_router_future() {
         let kind = std::mem::size_of::<super::stack::Kind>();
