@@ -35,7 +35,7 @@ ROUNDS=${ROUNDS:-1}
 FLOOR=${FLOOR:-}
 HYPER_FLOOR=${HYPER_FLOOR:-$ROOT/target/release/examples/bare_hyper}
 TLS_FLOOR=${TLS_FLOOR:-$ROOT/target/release/examples/bare_tls}
-SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,https-1k,h2-1k,h3-1k,h3-1k-aioquic,https-1m,h3-1m,log-1k,auth-basic-1k,rules-1k,redirect,idle-1000,files-10k,notfound,tls-handshake,conn-10k}
+SCENARIOS=${SCENARIOS:-static-1k,static-1m,text-gzip,proxy-1k,cache-1k,cache-cold,https-1k,h2-1k,h3-1k,h3-1k-aioquic,https-1m,h3-1m,log-1k,auth-basic-1k,rules-1k,redirect,idle-1000,files-10k,notfound,tls-handshake,conn-10k}
 # files-10k: 10,000 distinct 1 KiB files, a random one per request (after a pass that
 # touches each), every server's open-file cache large enough for all.
 # rules-1k: static-1k's route with three response header rules, CORS and request IDs,
@@ -79,6 +79,9 @@ TLS_GH=18281 TLS_NGINX=18282 TLS_CADDY=18283
 # proxy-1k: every proxy under test forwards to one nginx serving the files (its CPU is not
 # counted), over keep-alive connections.
 PROXY_TOML="[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:$PORT_BACKEND\"]"
+# cache-1k, cache-cold: the proxy behind a response cache large enough for cache-cold's
+# 50,000 keys; the backend marks every response max-age=600 (nginx's `expires 10m`).
+CACHE_TOML="$PROXY_TOML\n[routes.cache]\nmax_bytes = 268435456"
 BACKEND_PID=
 # Per scenario (run_server): files-10k and notfound need a cache for more than 10,000
 # names, conn-10k more connections than 8,192 a worker could be handed.
@@ -149,7 +152,8 @@ scenario_path() {
     static-1k) echo /1k.bin ;;
     static-1m) echo /1m.bin ;;
     text-gzip) echo /app.js ;;
-    proxy-1k) echo /1k.bin ;;
+    proxy-1k | cache-1k) echo /1k.bin ;;
+    cache-cold) echo /c/00000 ;;
     https-1k | h2-1k | h3-1k | h3-1k-aioquic) echo /1k.bin ;;
     https-1m | h3-1m) echo /1m.bin ;;
     log-1k | auth-basic-1k | idle-1000) echo /1k.bin ;;
@@ -175,6 +179,7 @@ scenario_header() {
 is_tls() { case "$1" in https-* | h2-* | h3-* | tls-*) return 0 ;; *) return 1 ;; esac; }
 is_h2() { case "$1" in h2-*) return 0 ;; *) return 1 ;; esac; }
 is_h3() { case "$1" in h3-*) return 0 ;; *) return 1 ;; esac; }
+is_cache() { case "$1" in cache-*) return 0 ;; *) return 1 ;; esac; }
 is_aioquic() { case "$1" in *-aioquic) return 0 ;; *) return 1 ;; esac; }
 
 # The load, for `measure`'s scenario, url, conns and hargs: oha, or for *-aioquic
@@ -192,6 +197,10 @@ load() { # duration
 lacks() { # scenario server
   if { [ "$1" = auth-basic-1k ] || [ "$1" = rules-1k ] || [ "$1" = redirect ]; } && [ "$2" = caddy ]; then
     echo "compared with nginx only (the issue's scenario)"
+    return
+  fi
+  if is_cache "$1" && [ "$2" = caddy ]; then
+    echo "Caddy has no response cache without a plugin (cache-handler)"
     return
   fi
   if is_h3 "$1" && ! is_aioquic "$1"; then
@@ -273,8 +282,8 @@ start_gatehouse() { # binary runtime extra-toml metrics
 
 # An nginx configuration: its own directory under $WORK, listening on a port, with a
 # server block body. The measured nginx and the proxy-1k backend share everything else.
-write_nginx_conf() { # name port server-body
-  local name=$1 port=$2 site=$3 user_line=""
+write_nginx_conf() { # name port server-body [http-extra]
+  local name=$1 port=$2 site=$3 http_extra=${4:-} user_line=""
   mkdir -p "$WORK/$name"
   [ "$(id -u)" = 0 ] && user_line="user root;"
   cat > "$WORK/$name.conf" <<EOF
@@ -308,6 +317,7 @@ http {
     server 127.0.0.1:$PORT_BACKEND;
     keepalive 128;
   }
+  $http_extra
   server {
     listen 127.0.0.1:$port;
     $site
@@ -339,11 +349,16 @@ start_nginx() { # [static|proxy|tls|log]
     location = /old { return 301 /1k.bin; }"
   elif [ "${1:-static}" = proxy ]; then
     site="location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+  elif [ "${1:-}" = cache ]; then
+    # proxy_cache_valid unset: the upstream's Cache-Control rules, as in gatehouse.
+    site="location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_cache bench; proxy_cache_lock on; }"
+    rm -rf "$WORK/nginx/cache"
+    http_extra="proxy_cache_path $WORK/nginx/cache levels=1:2 keys_zone=bench:64m max_size=1g inactive=60m use_temp_path=off;"
   elif [ "${1:-}" = tls ]; then
     site="root $WWW;
     $NGINX_TLS"
   fi
-  write_nginx_conf nginx "$PORT_NGINX" "$site"
+  write_nginx_conf nginx "$PORT_NGINX" "$site" "${http_extra:-}"
   "$NGINX" -c "$WORK/nginx.conf" -e "$WORK/nginx/error.log" 2>> "$WORK/nginx.log" &
   SERVER_PIDS=($!)
   wait_port "$PORT_NGINX"
@@ -417,8 +432,13 @@ start_floor() { # scenario [hyper]
 
 # The backend for proxy-1k: an nginx of its own, outside SERVER_PIDS, so its CPU is not
 # counted against the proxy being measured.
-start_backend() {
-  write_nginx_conf backend "$PORT_BACKEND" "root $WWW;"
+start_backend() { # [cache]
+  local site="root $WWW;"
+  # cache-*: every response fresh for 10 minutes, and /c/<n> (cache-cold's keys) the 1 KiB file.
+  [ "${1:-}" = cache ] && site="root $WWW;
+    expires 10m;
+    location /c/ { try_files /1k.bin =404; }"
+  write_nginx_conf backend "$PORT_BACKEND" "$site"
   "$BACKEND_NGINX" -c "$WORK/backend.conf" -e "$WORK/backend/error.log" 2>> "$WORK/backend.log" &
   BACKEND_PID=$!
   wait_port "$PORT_BACKEND"
@@ -540,6 +560,7 @@ measure() { # scenario server port
   path=$(scenario_path "$scenario")
   header=$(scenario_header "$scenario")
   expected="$WWW${path}"
+  [ "$scenario" = cache-cold ] && expected="$WWW/1k.bin"
   url="http://127.0.0.1:$port$path"
   local hargs=()
   if is_tls "$scenario"; then
@@ -585,6 +606,11 @@ measure() { # scenario server port
       hargs+=(--rand-regex-url) ;;
     notfound)
       url="http://127.0.0.1:$port/nf/[a-z0-9]{16}"
+      hargs+=(--rand-regex-url) ;;
+    cache-cold)
+      # 50,000 keys, each new to the cache the first time: mostly misses in a short run.
+      conns=64
+      url="http://127.0.0.1:$port/c/[0-4][0-9]{4}"
       hargs+=(--rand-regex-url) ;;
     tls-handshake)
       conns=$HANDSHAKE_CONNECTIONS
@@ -732,6 +758,9 @@ run_server() { # scenario server
   if [ "$scenario" = proxy-1k ]; then
     mode=proxy gh_toml=$PROXY_TOML base_toml=$PROXY_TOML
   fi
+  if is_cache "$scenario"; then
+    mode=cache gh_toml=$CACHE_TOML base_toml=$CACHE_TOML
+  fi
   if [ "$scenario" = auth-basic-1k ]; then
     mode=auth gh_toml=$AUTH_TOML base_toml=$AUTH_TOML
   fi
@@ -832,6 +861,8 @@ for scenario in "${SCEN[@]}"; do
   say "$scenario"
   if [ "$scenario" = proxy-1k ]; then
     start_backend || { say "  the backend nginx did not start"; stop_backend; continue; }
+  elif is_cache "$scenario"; then
+    start_backend cache || { say "  the backend nginx did not start"; stop_backend; continue; }
   fi
   for round in $(seq 1 "$ROUNDS"); do
     [ "$ROUNDS" -gt 1 ] && say " round $round"

@@ -41,7 +41,7 @@ for scenario in ["h3-1k", "h3-1m"]:
 for server in [s for s in servers if s != "nginx"]:
     check(("h3-1k-aioquic", server) in seen, f"a row for h3-1k-aioquic/{server}")
 for server in servers[:2]:
-    for scenario in ["auth-basic-1k", "rules-1k", "redirect"]:
+    for scenario in ["auth-basic-1k", "rules-1k", "redirect", "cache-1k", "cache-cold"]:
         check((scenario, server) in seen, f"a row for {scenario}/{server}")
 check({r["server"] for r in rows} == set(servers), f"rows for {servers} only")
 for r in rows:

@@ -475,6 +475,12 @@ pub struct CacheConfig {
     pub ignore_request_cache_control: bool,
     /// Send `Cache-Status` (RFC 9211).
     pub cache_status_header: bool,
+    /// A directory for a disk tier: every stored response is written there too and read
+    /// back after a restart. Unset: memory only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_path: Option<std::path::PathBuf>,
+    /// Bytes the disk tier may hold.
+    pub disk_max_bytes: u64,
 }
 
 impl Default for CacheConfig {
@@ -495,6 +501,8 @@ impl Default for CacheConfig {
             store_set_cookie: false,
             ignore_request_cache_control: false,
             cache_status_header: false,
+            disk_path: None,
+            disk_max_bytes: 1 << 30,
         }
     }
 }

@@ -79,6 +79,7 @@ pub(crate) fn normalise_and_validate(
     let mut names = HashSet::new();
     let mut matches = HashSet::new();
     let root = config.root.clone();
+    let mut disk_paths: Vec<(String, std::path::PathBuf)> = Vec::new();
     for (i, route) in config.routes.iter_mut().enumerate() {
         let k = format!("routes.{i}");
         let name = route
@@ -240,6 +241,15 @@ pub(crate) fn normalise_and_validate(
         check_rules(&mut c, &k, route);
         if let Some(cache) = &route.cache {
             check_cache(&mut c, &k, cache, route.proxy.is_some());
+            if let Some(dir) = &cache.disk_path {
+                if let Some(other) = disk_paths.iter().find(|(_, d)| d == dir) {
+                    c.err(
+                        format!("{k}.cache.disk_path"),
+                        format!("{} is {}.cache.disk_path already: each route's disk tier needs its own directory", dir.display(), other.0),
+                    );
+                }
+                disk_paths.push((k.clone(), dir.clone()));
+            }
         }
 
         if let Some(name) = &route.mount {
@@ -377,6 +387,9 @@ fn check_cache(c: &mut Collector, k: &str, cache: &crate::CacheConfig, proxied: 
                 format!("{name:?} is not a cookie name"),
             );
         }
+    }
+    if cache.disk_path.is_some() && cache.disk_max_bytes == 0 {
+        c.err(format!("{kc}.disk_max_bytes"), "must be more than zero");
     }
     if cache.lock && cache.lock_timeout.is_zero() {
         c.err(

@@ -121,6 +121,15 @@ fn describe() {
         "Responses held by a route's response cache."
     );
     describe_gauge!(
+        "gatehouse_cache_disk_bytes",
+        Unit::Bytes,
+        "Bytes held by a route's response cache on disk."
+    );
+    describe_gauge!(
+        "gatehouse_cache_disk_entries",
+        "Responses held by a route's response cache on disk."
+    );
+    describe_gauge!(
         "gatehouse_tls_certificate_expiry_timestamp_seconds",
         Unit::Seconds,
         "When a certificate served for a domain expires (Unix time)."
@@ -249,6 +258,12 @@ impl Exporter {
                         .set(r.weighted_size() as f64);
                     gauge!("gatehouse_cache_entries", "route" => route.clone())
                         .set(r.entry_count() as f64);
+                    if let Some((bytes, files)) = r.disk_usage() {
+                        gauge!("gatehouse_cache_disk_bytes", "route" => route.clone())
+                            .set(bytes as f64);
+                        gauge!("gatehouse_cache_disk_entries", "route" => route.clone())
+                            .set(files as f64);
+                    }
                 }
             }
             let now_ms = crate::proxy::health::now_ms();

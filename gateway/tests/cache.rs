@@ -23,6 +23,11 @@ struct Killable {
 impl Killable {
     /// Answers every request with `cache_control` and the path as the body, after `delay`.
     fn start(cache_control: &'static str, delay: Duration) -> Killable {
+        Killable::start_padded(cache_control, delay, 0)
+    }
+
+    /// As [`Killable::start`], the body padded with `pad` bytes.
+    fn start_padded(cache_control: &'static str, delay: Duration, pad: usize) -> Killable {
         let listener = loopback();
         let addr = listener.local_addr().unwrap();
         listener.set_nonblocking(true).unwrap();
@@ -39,7 +44,7 @@ impl Killable {
                         ("etag", "\"v1\""),
                         ("content-type", "text/plain"),
                     ],
-                    format!("body of {}", req.uri().path()),
+                    format!("body of {}{}", req.uri().path(), "x".repeat(pad)),
                 )
             }
         }));
@@ -244,6 +249,16 @@ fn the_admin_listener_purges_by_url_and_prefix_with_the_token() {
         s.get(p);
     }
     assert_eq!(b.calls(), 6, "each purged URL went upstream again");
+    // An absolute-form https:// target on a plain connection is filed under http: a
+    // client cannot choose what HTTPS users are answered with.
+    send(
+        s.addr,
+        "GET https://test/abs HTTP/1.1\r\nHost: test\r\n\r\n",
+    );
+    let r = purge("url=https://test/abs", bearer);
+    assert_eq!(r.text(), "purged 0\n");
+    let r = purge("url=http://test/abs", bearer);
+    assert_eq!(r.text(), "purged 1\n");
 }
 
 #[test]
@@ -307,8 +322,112 @@ fn a_bad_cache_table_is_refused_naming_its_key() {
             "routes.0.cache.max_entries",
             "at least 1",
         ),
+        (
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:1\"]\n[routes.cache]\ndisk_path = \"/tmp/c\"\n\
+             [[routes]]\npath = \"/b\"\n[routes.proxy]\nupstreams = [\"http://127.0.0.1:1\"]\n[routes.cache]\ndisk_path = \"/tmp/c\"\n",
+            "routes.1.cache.disk_path",
+            "routes.0.cache.disk_path already",
+        ),
     ] {
         let e = load_config(format!("root = \"/tmp\"\n{table}")).expect_err(table);
         assert!(e.contains(key) && e.contains(why), "{table}: {e}");
     }
+}
+
+/// The gatehouse binary with a cached proxy route to `up` plus `cache` in its table.
+fn spawn_cached(up: SocketAddr, cache: &str) -> Spawned {
+    spawn_gatehouse_in(
+        &std::env::temp_dir(),
+        &format!(
+            "[[routes]]\nname = \"api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n\
+             [routes.cache]\ncache_status_header = true\n{cache}\n"
+        ),
+    )
+}
+
+fn metric(admin: SocketAddr, name: &str) -> f64 {
+    let text = send(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").text();
+    text.lines()
+        .find(|l| l.starts_with(name) && !l.starts_with('#'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
+#[test]
+fn the_disk_tier_survives_a_restart_with_its_entries_original_times() {
+    let mut b = Killable::start("max-age=3", Duration::ZERO);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = format!(
+        "disk_path = {:?}",
+        dir.path().join("c").display().to_string()
+    );
+    let g = spawn_cached(b.addr, &cache);
+    assert!(send(g.addr, "GET /p HTTP/1.1\r\nHost: test\r\n\r\n")
+        .header("cache-status")
+        .unwrap()
+        .contains("stored"));
+    let fetched = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(g.admin, "gatehouse_cache_disk_entries") < 1.0 {
+        assert!(Instant::now() < deadline, "never written to disk");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(g);
+    // The backend is gone too: only the disk can answer now.
+    b.kill();
+    std::thread::sleep(Duration::from_millis(1000));
+    let g = spawn_cached(b.addr, &cache);
+    let r = send(g.addr, "GET /p HTTP/1.1\r\nHost: test\r\n\r\n");
+    assert_eq!((r.status, r.text()), (200, "body of /p".to_string()));
+    assert_eq!(r.header("cache-status"), Some("gatehouse; hit"));
+    let age: u64 = r.header("age").unwrap().parse().unwrap();
+    assert!(
+        age >= 1 && age as f64 <= fetched.elapsed().as_secs_f64() + 1.0,
+        "age {age}"
+    );
+    // Stale by its original time (max-age=3), with the backend down: 502.
+    std::thread::sleep(Duration::from_secs(3).saturating_sub(fetched.elapsed()));
+    let r = send(g.addr, "GET /p HTTP/1.1\r\nHost: test\r\n\r\n");
+    assert_eq!(r.status, 502);
+}
+
+/// Peak and current resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn far_more_keys_than_fit_keep_memory_within_the_bound() {
+    // 4,000 distinct 16 KiB responses (64 MiB) into an 8 MiB cache.
+    let b = Killable::start_padded("max-age=600", Duration::ZERO, 16 << 10);
+    let g = spawn_cached(b.addr, "max_bytes = 8388608");
+    let mut c = Conn::open(g.addr);
+    let mut get = |i: usize| {
+        c.send(format!("GET /k/{i} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
+        let r = c.read_response(false).expect("a response");
+        assert_eq!(r.status, 200);
+    };
+    for i in 0..200 {
+        get(i);
+    }
+    let before = rss_kib(g.child.id());
+    for i in 200..4_000 {
+        get(i);
+    }
+    let held = metric(g.admin, "gatehouse_cache_bytes");
+    assert!(held <= 8388608.0, "{held} bytes held");
+    assert!(metric(g.admin, "gatehouse_cache_entries") >= 100.0);
+    let grown = rss_kib(g.child.id()).saturating_sub(before);
+    // The bound (8 MiB) plus the allocator's slack; 64 MiB went through.
+    assert!(
+        grown < 24 * 1024,
+        "RSS grew {grown} KiB over 3,800 responses"
+    );
 }

@@ -151,6 +151,8 @@ fn the_dashboard_has_what_grafana_needs() {
         "upstream health",
         "upstream latency",
         "days until certificate expiry",
+        "response cache: requests",
+        "response cache: memory",
     ] {
         assert!(
             titles.iter().any(|t| t.starts_with(wanted)),
@@ -360,6 +362,11 @@ fn every_panel_and_rule_has_data_in_a_real_prometheus() {
         loopback(),
         axum::Router::new().fallback(|| async { "upstream" }),
     );
+    // Behind the response cache: fresh for a second, so both hits and misses come.
+    let cached_up = serve_axum(
+        loopback(),
+        axum::Router::new().fallback(|| async { ([("cache-control", "max-age=1")], "cached") }),
+    );
     let ca = Ca::new("dash");
     let leaf = ca.leaf(&["localhost"], "localhost");
     let certs = tempfile::tempdir().unwrap();
@@ -368,7 +375,7 @@ fn every_panel_and_rule_has_data_in_a_real_prometheus() {
     std::fs::write(&key, &leaf.key_pem).unwrap();
     let tls_port = free_port();
     let g = spawn_gatehouse(&format!(
-        "[tls]\nlisten = \"127.0.0.1:{tls_port}\"\n[[tls.certs]]\ncert = {:?}\nkey = {:?}\n[[routes]]\nname = \"site\"\n[routes.static]\n[routes.access_log]\npath = {:?}\n[[routes]]\nname = \"api\"\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+        "[tls]\nlisten = \"127.0.0.1:{tls_port}\"\n[[tls.certs]]\ncert = {:?}\nkey = {:?}\n[[routes]]\nname = \"site\"\n[routes.static]\n[routes.access_log]\npath = {:?}\n[[routes]]\nname = \"api\"\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n[[routes]]\nname = \"cached\"\npath = \"/cached\"\n[routes.proxy]\nupstreams = [\"http://{cached_up}\"]\n[routes.cache]\n",
         cert.display().to_string(),
         key.display().to_string(),
         certs.path().join("access.log").display().to_string(),
@@ -385,6 +392,7 @@ fn every_panel_and_rule_has_data_in_a_real_prometheus() {
                 "GET /app.js HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n",
                 "GET /missing HTTP/1.1\r\nHost: t\r\n\r\n",
                 "GET /api/x HTTP/1.1\r\nHost: t\r\n\r\n",
+                "GET /cached/x HTTP/1.1\r\nHost: t\r\n\r\n",
             ] {
                 c.send(raw.as_bytes());
                 let _ = c.read_response(false);

@@ -633,3 +633,74 @@ async fn futures_join(c: &Cache<Origin>, n: usize) -> Vec<Got> {
     }
     out
 }
+
+#[tokio::test]
+async fn the_disk_tier_keeps_entries_for_the_next_store_with_their_original_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[
+            ("cache-control", "max-age=2"),
+            ("etag", "\"d\""),
+            ("vary", "accept-language"),
+        ],
+        "kept",
+    );
+    let first = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
+    get(&first, "GET", "/d", &[("accept-language", "fr")]).await;
+    for _ in 0..100 {
+        if first
+            .store()
+            .disk_usage()
+            .is_some_and(|(_, files)| files == 1)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // A new store on the same directory: a process started again.
+    let second = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
+    assert_eq!(second.store().disk_usage().map(|(_, f)| f), Some(1));
+    let r = get(&second, "GET", "/d", &[("accept-language", "fr")]).await;
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Hit), &b"kept"[..])
+    );
+    assert_eq!(
+        r.headers["age"], "1",
+        "its age counts from when it was first fetched"
+    );
+    // Another language is another variant, not on disk.
+    let r = get(&second, "GET", "/d", &[("accept-language", "de")]).await;
+    assert_eq!(r.cache, Some(CacheStatus::Miss));
+    assert_eq!(o.calls(), 2);
+    // Stale by its original time: revalidated.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    o.answers(
+        304,
+        &[("cache-control", "max-age=60"), ("etag", "\"d\"")],
+        "",
+    );
+    let r = get(&second, "GET", "/d", &[("accept-language", "fr")]).await;
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Revalidated), &b"kept"[..])
+    );
+    // A purge reaches the disk.
+    assert!(second.store().invalidate("GET http://example.com/d") >= 1);
+    let third = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
+    for _ in 0..100 {
+        if third
+            .store()
+            .disk_usage()
+            .is_some_and(|(_, files)| files == 0)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(third.store().disk_usage().map(|(_, f)| f), Some(0));
+}

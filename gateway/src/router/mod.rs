@@ -601,7 +601,10 @@ fn route_service(
                 .collect();
             proxy = proxy.keeping_fields(&set);
         }
-        let cache = route.cache.as_ref().filter(|c| c.enabled).map(cache_layer);
+        let cache = match route.cache.as_ref().filter(|c| c.enabled) {
+            Some(c) => Some(cache_layer(i, c)?),
+            None => None,
+        };
         // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
         return Ok(match (compression_layer(&route.compression), cache) {
             (Some(layer), None) => {
@@ -892,8 +895,11 @@ impl RuleLayers {
 }
 
 /// The route's compression layer, or none when it is off.
-fn cache_layer(c: &gatehouse_config::CacheConfig) -> gatehouse_layers::cache::CacheLayer {
-    gatehouse_layers::cache::CacheLayer::new()
+fn cache_layer(
+    i: usize,
+    c: &gatehouse_config::CacheConfig,
+) -> io::Result<gatehouse_layers::cache::CacheLayer> {
+    let layer = gatehouse_layers::cache::CacheLayer::new()
         .limits(c.max_bytes, c.max_entries)
         .max_object_bytes(c.max_object_bytes)
         // Validated by `check`: a name that is not one cannot reach here.
@@ -910,7 +916,16 @@ fn cache_layer(c: &gatehouse_config::CacheConfig) -> gatehouse_layers::cache::Ca
         .store_authorized(c.store_authorized)
         .store_set_cookie(c.store_set_cookie)
         .ignore_request_cache_control(c.ignore_request_cache_control)
-        .cache_status_header(c.cache_status_header)
+        .cache_status_header(c.cache_status_header);
+    match &c.disk_path {
+        Some(dir) => layer.disk(dir, c.disk_max_bytes).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("routes.{i}.cache.disk_path: {}: {e}", dir.display()),
+            )
+        }),
+        None => Ok(layer),
+    }
 }
 
 fn compression_layer(c: &CompressionConfig) -> Option<PrecompressLayer> {

@@ -225,12 +225,21 @@ where
             RouteService::ProxyCompressed(p) => Kind::ProxyCompressed { fut: p.call(req) },
             // Boxed: inline, they made every route's future 48 bytes larger (the router
             // test below), for one allocation on cached routes only.
-            RouteService::Cached(c) => Kind::Cached {
-                fut: Box::pin(c.call(req)),
-            },
-            RouteService::CachedCompressed(c) => Kind::CachedCompressed {
-                fut: Box::pin(c.call(req)),
-            },
+            RouteService::Cached(c) => {
+                // The cache keys by the connection's scheme, not the one a client wrote.
+                let https = gatehouse_layers::client::Https(req.body().conn.https);
+                req.extensions_mut().insert(https);
+                Kind::Cached {
+                    fut: Box::pin(c.call(req)),
+                }
+            }
+            RouteService::CachedCompressed(c) => {
+                let https = gatehouse_layers::client::Https(req.body().conn.https);
+                req.extensions_mut().insert(https);
+                Kind::CachedCompressed {
+                    fut: Box::pin(c.call(req)),
+                }
+            }
             RouteService::Mounted(s) => {
                 // The app reads its client as an app under gatehouse::serve does.
                 let conn = req.body().conn;

@@ -23,7 +23,13 @@ pub(crate) fn primary<B>(req: &Request<B>, parts: &KeyParts) -> String {
 /// method's response names, RFC 9111 §4.4).
 pub(crate) fn primary_for<B>(req: &Request<B>, target: Option<&str>, parts: &KeyParts) -> String {
     let uri = req.uri();
-    let scheme = uri.scheme_str().unwrap_or("http");
+    // The connection's, when the server says (a client's absolute-form target must not
+    // file a plain-HTTP answer under https, say a redirect to itself).
+    let scheme = if crate::client::is_https(req) {
+        "https"
+    } else {
+        "http"
+    };
     let host = uri
         .authority()
         .map(|a| a.as_str().as_bytes())
@@ -144,8 +150,11 @@ mod tests {
         let none = KeyParts::default();
         let r = req("/a?b=1", &[("host", "Example.COM")]);
         assert_eq!(primary(&r, &none), "GET http://example.com/a?b=1");
-        let r = req("https://example.com/a", &[]);
+        let mut r = req("https://example.com/a", &[]);
         assert_eq!(primary(&r, &none), "GET https://example.com/a");
+        // The connection outranks what the client wrote.
+        r.extensions_mut().insert(crate::client::Https(false));
+        assert_eq!(primary(&r, &none), "GET http://example.com/a");
         let parts = KeyParts {
             headers: vec![HeaderName::from_static("x-tenant")],
             cookies: vec!["lang".into()],

@@ -86,6 +86,19 @@ impl CacheLayer {
         self.with_store(ResponseStore::new(max_bytes, max_entries))
     }
 
+    /// A new store of the current limits with a disk tier under `dir` of at most
+    /// `max_bytes`: every stored response is written there too, read back on a memory miss,
+    /// and what a previous process left is used (entries keep their original times).
+    pub fn disk(self, dir: &std::path::Path, max_bytes: u64) -> std::io::Result<Self> {
+        let store = ResponseStore::with_disk(
+            self.settings.store.max_bytes(),
+            self.settings.store.max_entries(),
+            dir,
+            max_bytes,
+        )?;
+        Ok(self.with_store(store))
+    }
+
     /// The store, for purging and the metrics.
     pub fn store(&self) -> &ResponseStore {
         &self.settings.store

@@ -64,6 +64,7 @@
 //! ```
 
 mod body;
+mod disk;
 mod future;
 mod key;
 mod layer;

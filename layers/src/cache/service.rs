@@ -103,61 +103,86 @@ where
         };
         let key = lookup_key(s, &req);
         if let Some(e) = s.store.get(&key) {
-            let age = e.age(SystemTime::now());
-            match policy::usable(
-                age,
-                e.lifetime,
-                &req_cc,
-                &e.cc,
-                s.stale_while_revalidate,
-                s.stale_if_error,
-            ) {
-                Use::Serve => {
-                    bump(&stats.hits);
-                    return ResponseFuture::ready(respond(
-                        s,
-                        &e,
-                        head,
-                        req.headers(),
-                        age,
-                        CacheStatus::Hit,
-                    ));
+            return with_entry(&mut self.inner, s, req, key, req_cc, e);
+        }
+        if s.store.on_disk(&key) {
+            let mut inner = take(&mut self.inner);
+            let s = s.clone();
+            return ResponseFuture::boxed(Box::pin(async move {
+                match s.store.load(&key, s.heuristic_max).await {
+                    Some(e) => with_entry(&mut inner, &s, req, key, req_cc, e).await,
+                    None if req_cc.only_if_cached => Ok(not_cached(&s)),
+                    None => miss(inner, req, s.clone(), key, req_cc).await,
                 }
-                Use::OnlyIfCached => return ResponseFuture::ready(not_cached(s)),
-                Use::Revalidate {
-                    while_revalidate: true,
-                    ..
-                } => {
-                    bump(&stats.stale);
-                    let res = respond(s, &e, head, req.headers(), age, CacheStatus::Stale);
-                    if let (Ok(rt), false) = (tokio::runtime::Handle::try_current(), head) {
-                        if let Joined::Lead(flight) = s.store.join(&key) {
-                            let inner = self.inner.clone();
-                            rt.spawn(refresh(inner, req, s.clone(), key, e, flight));
-                        }
-                    }
-                    return ResponseFuture::ready(res);
-                }
-                Use::Revalidate { if_error, .. } => {
-                    let inner = take(&mut self.inner);
-                    let stale = Some((e, if_error));
-                    return ResponseFuture::boxed(Box::pin(fetch(
-                        inner,
-                        req,
-                        s.clone(),
-                        key,
-                        req_cc,
-                        stale,
-                        None,
-                    )));
-                }
-            }
+            }));
         }
         if req_cc.only_if_cached {
             return ResponseFuture::ready(not_cached(s));
         }
         let inner = take(&mut self.inner);
         ResponseFuture::boxed(Box::pin(miss(inner, req, s.clone(), key, req_cc)))
+    }
+}
+
+/// What a stored entry does for a request (RFC 9111 §4, RFC 5861): answers it, answers it
+/// stale while a refresh runs, or goes upstream to revalidate it.
+fn with_entry<S, ReqB, B>(
+    inner: &mut S,
+    s: &Arc<Settings>,
+    req: Request<ReqB>,
+    key: Key,
+    req_cc: CacheControl,
+    e: Arc<Entry>,
+) -> ResponseFuture<S::Future, B, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqB: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+{
+    let stats = s.store.stats();
+    let head = req.method() == Method::HEAD;
+    let age = e.age(SystemTime::now());
+    match policy::usable(
+        age,
+        e.lifetime,
+        &req_cc,
+        &e.cc,
+        s.stale_while_revalidate,
+        s.stale_if_error,
+    ) {
+        Use::Serve => {
+            bump(&stats.hits);
+            ResponseFuture::ready(respond(s, &e, head, req.headers(), age, CacheStatus::Hit))
+        }
+        Use::OnlyIfCached => ResponseFuture::ready(not_cached(s)),
+        Use::Revalidate {
+            while_revalidate: true,
+            ..
+        } => {
+            bump(&stats.stale);
+            let res = respond(s, &e, head, req.headers(), age, CacheStatus::Stale);
+            if let (Ok(rt), false) = (tokio::runtime::Handle::try_current(), head) {
+                if let Joined::Lead(flight) = s.store.join(&key) {
+                    rt.spawn(refresh(inner.clone(), req, s.clone(), key, e, flight));
+                }
+            }
+            ResponseFuture::ready(res)
+        }
+        Use::Revalidate { if_error, .. } => {
+            let inner = take(inner);
+            let stale = Some((e, if_error));
+            ResponseFuture::boxed(Box::pin(fetch(
+                inner,
+                req,
+                s.clone(),
+                key,
+                req_cc,
+                stale,
+                None,
+            )))
+        }
     }
 }
 

@@ -153,6 +153,8 @@ struct Inner {
     max_entries: u64,
     stats: Stats,
     id: u64,
+    /// Every entry also on disk, read back on a memory miss and after a restart.
+    disk: Option<Arc<super::disk::DiskTier>>,
 }
 
 /// A fetch this request leads: other requests for the key wait until it is dropped
@@ -190,6 +192,26 @@ impl ResponseStore {
     /// A store of at most `max_bytes` (bodies, fields and a per-entry overhead) and at
     /// most `max_entries` responses.
     pub fn new(max_bytes: u64, max_entries: u64) -> ResponseStore {
+        Self::build(max_bytes, max_entries, None)
+    }
+
+    /// As [`ResponseStore::new`], with a disk tier of at most `disk_max_bytes` under
+    /// `dir` (created if missing); what a previous process left there is read back.
+    pub fn with_disk(
+        max_bytes: u64,
+        max_entries: u64,
+        dir: &std::path::Path,
+        disk_max_bytes: u64,
+    ) -> std::io::Result<ResponseStore> {
+        let disk = super::disk::DiskTier::open(dir, disk_max_bytes)?;
+        Ok(Self::build(max_bytes, max_entries, Some(Arc::new(disk))))
+    }
+
+    fn build(
+        max_bytes: u64,
+        max_entries: u64,
+        disk: Option<Arc<super::disk::DiskTier>>,
+    ) -> ResponseStore {
         static IDS: AtomicU64 = AtomicU64::new(1);
         let max_entries = max_entries.max(1);
         let floor = (max_bytes / max_entries).max(1);
@@ -209,6 +231,7 @@ impl ResponseStore {
                 max_entries,
                 stats: Stats::default(),
                 id: IDS.fetch_add(1, Ordering::Relaxed),
+                disk,
             }),
         }
     }
@@ -243,19 +266,63 @@ impl ResponseStore {
 
     /// The request fields responses under `primary` vary on, if any had a `Vary`.
     pub(crate) fn vary_names(&self, primary: &str) -> Option<Vec<HeaderName>> {
-        if !self.inner.any_vary.load(Ordering::Relaxed) {
-            return None;
+        if self.inner.any_vary.load(Ordering::Relaxed) {
+            let g = self.inner.vary.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(v) = g.get(primary) {
+                return Some(v.names.clone());
+            }
         }
-        let g = self.inner.vary.lock().unwrap_or_else(|e| e.into_inner());
-        g.get(primary).map(|v| v.names.clone())
+        let names = self.inner.disk.as_ref()?.vary_names(primary)?;
+        (!names.is_empty()).then_some(names)
+    }
+
+    /// Whether the disk tier may hold `key` (it is read with [`ResponseStore::load`]).
+    pub(crate) fn on_disk(&self, key: &Key) -> bool {
+        self.inner.disk.as_ref().is_some_and(|d| d.has(key))
+    }
+
+    /// Reads `key`'s entry from disk, off the event loop, into memory.
+    pub(crate) async fn load(&self, key: &Key, heuristic_max: Duration) -> Option<Arc<Entry>> {
+        let disk = self.inner.disk.clone()?;
+        let k = key.clone();
+        let read = move || disk.load(&k, heuristic_max);
+        let (vary, entry) = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => rt.spawn_blocking(read).await.ok()??,
+            Err(_) => read()?,
+        };
+        Some(self.insert_memory(key.clone(), vary, entry))
+    }
+
+    /// Disk bytes and files, when there is a disk tier.
+    pub fn disk_usage(&self) -> Option<(u64, usize)> {
+        self.inner.disk.as_ref().map(|d| (d.bytes(), d.files()))
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Entry>> {
         self.inner.map.get(key)
     }
 
-    /// Stores `entry` under `key`; `vary` is what its response's `Vary` names.
+    /// Stores `entry` under `key`; `vary` is what its response's `Vary` names. With a disk
+    /// tier, it is written there too, on the blocking pool.
     pub(crate) fn insert(&self, key: Key, vary: Vec<HeaderName>, entry: Entry) -> Arc<Entry> {
+        let disk = self.inner.disk.clone();
+        let disk_copy = disk.as_ref().map(|_| (key.clone(), vary.clone()));
+        let entry = self.insert_memory(key, vary, entry);
+        if let (Some(disk), Some((key, vary))) = (disk, disk_copy) {
+            let e = entry.clone();
+            let ticket = disk.ticket();
+            let write = move || disk.store(&key, &vary, &e, ticket);
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn_blocking(write);
+                }
+                Err(_) => write(),
+            }
+        }
+        entry
+    }
+
+    fn insert_memory(&self, key: Key, vary: Vec<HeaderName>, entry: Entry) -> Arc<Entry> {
         if !vary.is_empty() || self.inner.any_vary.load(Ordering::Relaxed) {
             let mut g = self.inner.vary.lock().unwrap_or_else(|e| e.into_inner());
             if vary.is_empty() {
@@ -287,17 +354,7 @@ impl ResponseStore {
     /// Removes every variant stored under `primary`; how many there were.
     pub fn invalidate(&self, primary: &str) -> u64 {
         let primary: Arc<str> = primary.into();
-        let mut n = 0;
-        let mut gone = |secondary| {
-            let key = Key {
-                primary: primary.clone(),
-                secondary,
-            };
-            if self.inner.map.remove(&key).is_some() {
-                n += 1;
-            }
-        };
-        gone(0);
+        let mut secondaries = vec![0];
         if self.inner.any_vary.load(Ordering::Relaxed) {
             let v = self
                 .inner
@@ -305,9 +362,21 @@ impl ResponseStore {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&primary);
-            for s in v.into_iter().flat_map(|v| v.secondaries) {
-                gone(s);
+            secondaries.extend(v.into_iter().flat_map(|v| v.secondaries));
+        }
+        let mut n = 0;
+        for secondary in secondaries {
+            let key = Key {
+                primary: primary.clone(),
+                secondary,
+            };
+            if self.inner.map.remove(&key).is_some() {
+                n += 1;
             }
+        }
+        if let Some(d) = &self.inner.disk {
+            // Entries on disk only (not read back since a restart) count too.
+            n = n.max(d.remove_primary(&primary));
         }
         self.inner.stats.invalidated.fetch_add(n, Ordering::Relaxed);
         n
@@ -316,13 +385,16 @@ impl ResponseStore {
     /// Removes every entry whose primary key starts with `prefix`; how many there were.
     /// A walk over the whole store: for the admin listener, not the request path.
     pub fn purge_prefix(&self, prefix: &str) -> u64 {
-        let keys: Vec<Arc<str>> = self
+        let mut keys: Vec<Arc<str>> = self
             .inner
             .map
             .iter()
             .filter(|(k, _)| k.primary.starts_with(prefix))
             .map(|(k, _)| k.primary.clone())
             .collect();
+        if let Some(d) = &self.inner.disk {
+            keys.extend(d.primaries().into_iter().filter(|p| p.starts_with(prefix)));
+        }
         let mut n = 0;
         let mut seen = std::collections::HashSet::new();
         for p in keys {

@@ -1,0 +1,586 @@
+//! The disk tier: each stored response also written to a file under a directory, bounded
+//! by bytes, read back on a memory miss and after a restart (as nginx's `proxy_cache_path`).
+//!
+//! A file holds the whole entry: its key, status, fields, the times of its exchange (so
+//! that its age after a restart is its true age) and its body. It is written to a temporary
+//! name and renamed, so a crash leaves no half-written entry under a real name; a file
+//! that does not parse is removed when the directory is read.
+
+use super::policy::Exchange;
+use super::store::{Entry, Key};
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode};
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const MAGIC: &[u8; 8] = b"GHCACHE1";
+/// The largest field section a file may claim, against a corrupt length.
+const MAX_HEAD: u64 = 1 << 20;
+
+/// What the tier knows of a file without reading it.
+#[derive(Clone, Debug)]
+struct Meta {
+    key: Key,
+    vary: Vec<HeaderName>,
+    size: u64,
+    used: u64,
+}
+
+pub(crate) struct DiskTier {
+    dir: PathBuf,
+    max_bytes: u64,
+    index: Mutex<Index>,
+    clock: AtomicU64,
+}
+
+#[derive(Default)]
+struct Index {
+    files: HashMap<u64, Meta>,
+    by_primary: HashMap<Arc<str>, Vec<u64>>,
+    bytes: u64,
+    /// When each primary key was last removed: a write queued before that is dropped,
+    /// so a purge is not undone by a write still on the blocking pool.
+    removed: HashMap<Arc<str>, u64>,
+}
+
+/// Past this many remembered removals the memory is cleared: only a write queued before
+/// one of them and run after could then come back.
+const MAX_REMOVED: usize = 10_000;
+
+impl Index {
+    fn add(&mut self, id: u64, meta: Meta) {
+        if let Some(old) = self.files.remove(&id) {
+            self.bytes -= old.size;
+        } else {
+            self.by_primary
+                .entry(meta.key.primary.clone())
+                .or_default()
+                .push(id);
+        }
+        self.bytes += meta.size;
+        self.files.insert(id, meta);
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Meta> {
+        let meta = self.files.remove(&id)?;
+        self.bytes -= meta.size;
+        if let Some(ids) = self.by_primary.get_mut(&meta.key.primary) {
+            ids.retain(|&i| i != id);
+            if ids.is_empty() {
+                self.by_primary.remove(&meta.key.primary);
+            }
+        }
+        Some(meta)
+    }
+}
+
+/// FNV-1a: a file's name must be the same in the next process (std's and ahash's seeded
+/// hashes are not). The key inside the file is checked on every read.
+fn file_id(key: &Key) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key
+        .primary
+        .as_bytes()
+        .iter()
+        .chain(&key.secondary.to_le_bytes())
+    {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+impl DiskTier {
+    /// Opens (creating) `dir` and reads what a previous process left there.
+    pub(crate) fn open(dir: &Path, max_bytes: u64) -> io::Result<DiskTier> {
+        std::fs::create_dir_all(dir)?;
+        let tier = DiskTier {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            index: Mutex::default(),
+            clock: AtomicU64::new(1),
+        };
+        let mut index = Index::default();
+        for e in std::fs::read_dir(dir)? {
+            let path = e?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let Some(id) = name
+                .strip_suffix(".entry")
+                .and_then(|h| u64::from_str_radix(h, 16).ok())
+            else {
+                // A temporary file a crash left behind.
+                if name.ends_with(".tmp") {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            };
+            match read_head(&path) {
+                Ok((key, vary, size)) if file_id(&key) == id => index.add(
+                    id,
+                    Meta {
+                        key,
+                        vary,
+                        size,
+                        used: 0,
+                    },
+                ),
+                _ => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        *tier.index.lock().unwrap_or_else(|e| e.into_inner()) = index;
+        tier.evict();
+        Ok(tier)
+    }
+
+    fn path(&self, id: u64) -> PathBuf {
+        self.dir.join(format!("{id:016x}.entry"))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a file may hold `key` (a cheap check before a read).
+    pub(crate) fn has(&self, key: &Key) -> bool {
+        self.lock().files.contains_key(&file_id(key))
+    }
+
+    /// The `Vary` field names of what is filed under `primary`, as the files say.
+    pub(crate) fn vary_names(&self, primary: &str) -> Option<Vec<HeaderName>> {
+        let g = self.lock();
+        let id = g.by_primary.get(primary)?.first()?;
+        g.files.get(id).map(|m| m.vary.clone())
+    }
+
+    /// Reads `key`'s entry, if its file holds it.
+    pub(crate) fn load(
+        &self,
+        key: &Key,
+        heuristic_max: Duration,
+    ) -> Option<(Vec<HeaderName>, Entry)> {
+        let id = file_id(key);
+        let path = self.path(id);
+        match read_entry(&path, heuristic_max) {
+            Ok((k, vary, entry)) if k == *key => {
+                let used = self.clock.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = self.lock().files.get_mut(&id) {
+                    m.used = used;
+                }
+                Some((vary, entry))
+            }
+            _ => {
+                self.lock().remove(id);
+                None
+            }
+        }
+    }
+
+    /// A number to give [`DiskTier::store`] for a write decided now.
+    pub(crate) fn ticket(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Writes `entry` under `key` (unless it was removed after `ticket`), then evicts the
+    /// least recently used files over the bound.
+    pub(crate) fn store(&self, key: &Key, vary: &[HeaderName], entry: &Entry, ticket: u64) {
+        if self
+            .lock()
+            .removed
+            .get(&key.primary)
+            .is_some_and(|&t| t > ticket)
+        {
+            return;
+        }
+        let id = file_id(key);
+        let path = self.path(id);
+        let tmp = self.dir.join(format!(
+            "{id:016x}.{}.tmp",
+            self.clock.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = write_entry(&tmp, key, vary, entry).and_then(|size| {
+            std::fs::rename(&tmp, &path)?;
+            Ok(size)
+        });
+        match written {
+            Ok(size) => {
+                let used = self.clock.fetch_add(1, Ordering::Relaxed);
+                let mut g = self.lock();
+                if g.removed.get(&key.primary).is_some_and(|&t| t > ticket) {
+                    // Removed while it was being written.
+                    drop(g);
+                    let _ = std::fs::remove_file(&path);
+                    return;
+                }
+                g.add(
+                    id,
+                    Meta {
+                        key: key.clone(),
+                        vary: vary.to_vec(),
+                        size,
+                        used,
+                    },
+                );
+                drop(g);
+                self.evict();
+            }
+            Err(_) => {
+                // A full disk loses the disk copy only; memory still has the entry.
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+    }
+
+    /// Removes every file filed under `primary`; how many.
+    pub(crate) fn remove_primary(&self, primary: &str) -> u64 {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        let ids: Vec<u64> = {
+            let mut g = self.lock();
+            if g.removed.len() >= MAX_REMOVED {
+                g.removed.clear();
+            }
+            g.removed.insert(primary.into(), now);
+            g.by_primary.get(primary).cloned().unwrap_or_default()
+        };
+        self.remove_ids(&ids)
+    }
+
+    /// The primary keys of the files, for a purge by prefix.
+    pub(crate) fn primaries(&self) -> Vec<Arc<str>> {
+        self.lock().by_primary.keys().cloned().collect()
+    }
+
+    fn remove_ids(&self, ids: &[u64]) -> u64 {
+        let mut n = 0;
+        for &id in ids {
+            if self.lock().remove(id).is_some() {
+                let _ = std::fs::remove_file(self.path(id));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    pub(crate) fn files(&self) -> usize {
+        self.lock().files.len()
+    }
+
+    /// Down to 90% of the bound, least recently used first, when over it.
+    fn evict(&self) {
+        let victims: Vec<u64> = {
+            let g = self.lock();
+            if g.bytes <= self.max_bytes {
+                return;
+            }
+            let mut all: Vec<(u64, u64, u64)> = g
+                .files
+                .iter()
+                .map(|(&id, m)| (m.used, id, m.size))
+                .collect();
+            all.sort_unstable();
+            let target = self.max_bytes / 10 * 9;
+            let mut over = g.bytes.saturating_sub(target);
+            all.into_iter()
+                .take_while(|&(_, _, size)| {
+                    let more = over > 0;
+                    over = over.saturating_sub(size);
+                    more
+                })
+                .map(|(_, id, _)| id)
+                .collect()
+        };
+        self.remove_ids(&victims);
+    }
+}
+
+fn since_epoch(t: SystemTime) -> (u64, u32) {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    (d.as_secs(), d.subsec_nanos())
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn write_entry(path: &Path, key: &Key, vary: &[HeaderName], e: &Entry) -> io::Result<u64> {
+    let mut head = Vec::with_capacity(512);
+    put_bytes(&mut head, key.primary.as_bytes());
+    head.extend_from_slice(&key.secondary.to_le_bytes());
+    head.extend_from_slice(&(vary.len() as u32).to_le_bytes());
+    for n in vary {
+        put_bytes(&mut head, n.as_str().as_bytes());
+    }
+    head.extend_from_slice(&e.status.as_u16().to_le_bytes());
+    for t in [e.exchange.request_time, e.exchange.response_time] {
+        let (s, n) = since_epoch(t);
+        head.extend_from_slice(&s.to_le_bytes());
+        head.extend_from_slice(&n.to_le_bytes());
+    }
+    head.extend_from_slice(&(e.headers.len() as u32).to_le_bytes());
+    for (n, v) in &e.headers {
+        put_bytes(&mut head, n.as_str().as_bytes());
+        put_bytes(&mut head, v.as_bytes());
+    }
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(MAGIC)?;
+    f.write_all(&(head.len() as u64).to_le_bytes())?;
+    f.write_all(&head)?;
+    f.write_all(&(e.body.len() as u64).to_le_bytes())?;
+    f.write_all(&e.body)?;
+    f.sync_data()?;
+    Ok((MAGIC.len() + 16 + head.len() + e.body.len()) as u64)
+}
+
+/// Reads a field section's parts in order, failing on any length past its end.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> io::Result<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "truncated"));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+
+    fn u16(&mut self) -> io::Result<u16> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().unwrap_or_default(),
+        ))
+    }
+
+    fn u32(&mut self) -> io::Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().unwrap_or_default(),
+        ))
+    }
+
+    fn u64(&mut self) -> io::Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().unwrap_or_default(),
+        ))
+    }
+
+    fn bytes(&mut self) -> io::Result<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+
+    fn time(&mut self) -> io::Result<SystemTime> {
+        let (s, n) = (self.u64()?, self.u32()?);
+        Ok(UNIX_EPOCH + Duration::new(s, n.min(999_999_999)))
+    }
+}
+
+fn bad(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
+}
+
+struct Head {
+    key: Key,
+    vary: Vec<HeaderName>,
+    status: StatusCode,
+    exchange: Exchange,
+    headers: HeaderMap,
+}
+
+fn parse_head(b: &[u8]) -> io::Result<Head> {
+    let mut c = Cursor(b);
+    let primary = std::str::from_utf8(c.bytes()?).map_err(|_| bad("key"))?;
+    let secondary = c.u64()?;
+    let mut vary = Vec::new();
+    for _ in 0..c.u32()? {
+        vary.push(HeaderName::from_bytes(c.bytes()?).map_err(|_| bad("vary"))?);
+    }
+    let status = StatusCode::from_u16(c.u16()?).map_err(|_| bad("status"))?;
+    let exchange = Exchange {
+        request_time: c.time()?,
+        response_time: c.time()?,
+    };
+    let mut headers = HeaderMap::new();
+    for _ in 0..c.u32()? {
+        let n = HeaderName::from_bytes(c.bytes()?).map_err(|_| bad("field name"))?;
+        let v = HeaderValue::from_bytes(c.bytes()?).map_err(|_| bad("field value"))?;
+        headers.append(n, v);
+    }
+    Ok(Head {
+        key: Key {
+            primary: primary.into(),
+            secondary,
+        },
+        vary,
+        status,
+        exchange,
+        headers,
+    })
+}
+
+fn open_head(path: &Path) -> io::Result<(std::fs::File, Vec<u8>, u64)> {
+    let mut f = std::fs::File::open(path)?;
+    let mut magic = [0u8; 16];
+    f.read_exact(&mut magic)?;
+    if &magic[..8] != MAGIC {
+        return Err(bad("not a cache file"));
+    }
+    let len = u64::from_le_bytes(magic[8..].try_into().unwrap_or_default());
+    if len > MAX_HEAD {
+        return Err(bad("head too large"));
+    }
+    let mut head = vec![0u8; len as usize];
+    f.read_exact(&mut head)?;
+    let size = f.metadata()?.len();
+    Ok((f, head, size))
+}
+
+fn read_head(path: &Path) -> io::Result<(Key, Vec<HeaderName>, u64)> {
+    let (_, head, size) = open_head(path)?;
+    let h = parse_head(&head)?;
+    Ok((h.key, h.vary, size))
+}
+
+fn read_entry(path: &Path, heuristic_max: Duration) -> io::Result<(Key, Vec<HeaderName>, Entry)> {
+    let (mut f, head, size) = open_head(path)?;
+    let h = parse_head(&head)?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len)?;
+    let len = u64::from_le_bytes(len);
+    if len > size {
+        return Err(bad("body length"));
+    }
+    let mut body = vec![0u8; len as usize];
+    f.read_exact(&mut body)?;
+    let entry = Entry::new(
+        h.status,
+        h.headers,
+        Bytes::from(body),
+        h.exchange,
+        heuristic_max,
+    );
+    Ok((h.key, h.vary, entry))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(body: &str, max_age: &str) -> Entry {
+        let mut h = HeaderMap::new();
+        h.insert("cache-control", max_age.parse().unwrap());
+        h.append("x-two", "a".parse().unwrap());
+        h.append("x-two", "b".parse().unwrap());
+        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 5);
+        Entry::new(
+            StatusCode::OK,
+            h,
+            Bytes::copy_from_slice(body.as_bytes()),
+            Exchange {
+                request_time: t,
+                response_time: t + Duration::from_millis(3),
+            },
+            Duration::ZERO,
+        )
+    }
+
+    fn key(p: &str, s: u64) -> Key {
+        Key {
+            primary: p.into(),
+            secondary: s,
+        }
+    }
+
+    #[test]
+    fn an_entry_comes_back_whole_in_the_next_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let vary = vec![HeaderName::from_static("accept-language")];
+        {
+            let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+            t.store(
+                &key("GET http://h/a", 7),
+                &vary,
+                &entry("hello", "max-age=60"),
+                t.ticket(),
+            );
+            std::fs::write(dir.path().join("0000000000000001.entry"), b"garbage").unwrap();
+            std::fs::write(dir.path().join("x.1.tmp"), b"half").unwrap();
+        }
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(t.files(), 1, "the garbage and the temporary file are gone");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(t.vary_names("GET http://h/a"), Some(vary.clone()));
+        let (v, e) = t.load(&key("GET http://h/a", 7), Duration::ZERO).unwrap();
+        let want = entry("hello", "max-age=60");
+        assert_eq!(v, vary);
+        assert_eq!(
+            (&e.body[..], e.status, e.lifetime),
+            (&b"hello"[..], want.status, want.lifetime)
+        );
+        assert_eq!(e.headers, want.headers);
+        assert_eq!(e.exchange.request_time, want.exchange.request_time);
+        assert_eq!(e.exchange.response_time, want.exchange.response_time);
+        assert!(t.load(&key("GET http://h/a", 8), Duration::ZERO).is_none());
+        let before = t.ticket();
+        assert_eq!(t.remove_primary("GET http://h/a"), 1);
+        assert!(!t.has(&key("GET http://h/a", 7)));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A write decided before the removal and run after it is dropped.
+        t.store(
+            &key("GET http://h/a", 7),
+            &vary,
+            &entry("old", "max-age=60"),
+            before,
+        );
+        assert_eq!(t.files(), 0);
+        t.store(
+            &key("GET http://h/a", 7),
+            &vary,
+            &entry("new", "max-age=60"),
+            t.ticket(),
+        );
+        assert_eq!(t.files(), 1);
+    }
+
+    #[test]
+    fn the_tier_stays_within_its_bytes_least_recently_used_out_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 20_000).unwrap();
+        let body = "x".repeat(1000);
+        for i in 0..10 {
+            t.store(
+                &key(&format!("GET http://h/{i}"), 0),
+                &[],
+                &entry(&body, "max-age=60"),
+                t.ticket(),
+            );
+        }
+        // Used again: the oldest by use is now 1.
+        assert!(t.load(&key("GET http://h/0", 0), Duration::ZERO).is_some());
+        for i in 10..40 {
+            t.store(
+                &key(&format!("GET http://h/{i}"), 0),
+                &[],
+                &entry(&body, "max-age=60"),
+                t.ticket(),
+            );
+        }
+        assert!(t.bytes() <= 20_000, "{}", t.bytes());
+        assert!(!t.has(&key("GET http://h/1", 0)));
+        assert!(t.has(&key("GET http://h/39", 0)));
+        let on_disk: u64 = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        assert_eq!(on_disk, t.bytes());
+    }
+}
