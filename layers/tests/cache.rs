@@ -704,3 +704,51 @@ async fn the_disk_tier_keeps_entries_for_the_next_store_with_their_original_time
     }
     assert_eq!(third.store().disk_usage().map(|(_, f)| f), Some(0));
 }
+
+#[tokio::test]
+async fn responses_being_copied_in_share_the_stores_budget() {
+    // Two 6,000-byte responses at once into a 10,000-byte store: the second one is sent
+    // but not copied, so concurrent large misses cannot grow memory past the bound.
+    let o = Origin::new();
+    let body = "x".repeat(6000);
+    o.answers(
+        200,
+        &[("cache-control", "max-age=60"), ("content-length", "6000")],
+        &body,
+    );
+    let c = cache(
+        &o,
+        CacheLayer::new().limits(10_000, 100).max_object_bytes(8000),
+    );
+    let call = |p: &'static str| {
+        let c = c.clone();
+        async move {
+            let req = Request::builder()
+                .uri(p)
+                .header("host", "h")
+                .body(())
+                .unwrap();
+            c.oneshot(req).await.unwrap()
+        }
+    };
+    let (a, b) = (call("/a").await, call("/b").await);
+    assert_eq!(c.store().filling_bytes(), 6000);
+    let stored: Vec<bool> = [&a, &b]
+        .iter()
+        .map(|r| {
+            r.headers()["cache-status"]
+                .to_str()
+                .unwrap()
+                .contains("stored")
+        })
+        .collect();
+    assert_eq!(stored, [true, false]);
+    for r in [a, b] {
+        assert_eq!(
+            r.into_body().collect().await.unwrap().to_bytes().len(),
+            6000
+        );
+    }
+    assert_eq!(c.store().filling_bytes(), 0, "released when done");
+    assert_eq!(c.store().entry_count(), 1);
+}

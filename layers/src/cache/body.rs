@@ -90,22 +90,46 @@ pub(crate) struct Fill {
     pub heuristic_max: Duration,
     pub max: u64,
     pub buf: BytesMut,
+    /// Bytes of the store's budget for responses being copied in that this one holds
+    /// ([`ResponseStore::reserve`]): many large misses at once cannot grow memory past it.
+    pub reserved: u64,
     pub flight: Option<Flight>,
 }
 
 impl Fill {
-    pub(crate) fn finish(self: Box<Self>) {
-        let f = *self;
+    pub(crate) fn finish(mut self: Box<Self>) {
         let entry = Entry::new(
-            f.status,
-            f.headers,
-            f.buf.freeze(),
-            f.exchange,
-            f.heuristic_max,
+            self.status,
+            std::mem::take(&mut self.headers),
+            std::mem::take(&mut self.buf).freeze(),
+            self.exchange,
+            self.heuristic_max,
         );
-        f.store.insert(f.key, f.vary, entry);
-        // The flight ends after the entry is in: its waiters find it.
-        drop(f.flight);
+        let vary = std::mem::take(&mut self.vary);
+        self.store.insert(self.key.clone(), vary, entry);
+        // Dropped after the entry is in: the flight's waiters find it.
+    }
+
+    /// Takes `d` into the copy, within `max` and the store's budget; false when it may not.
+    fn take(&mut self, d: &[u8]) -> bool {
+        let need = self.buf.len() as u64 + d.len() as u64;
+        if need > self.max {
+            return false;
+        }
+        if need > self.reserved {
+            if !self.store.reserve(need - self.reserved) {
+                return false;
+            }
+            self.reserved = need;
+        }
+        self.buf.extend_from_slice(d);
+        true
+    }
+}
+
+impl Drop for Fill {
+    fn drop(&mut self) {
+        self.store.release(self.reserved);
     }
 }
 
@@ -127,10 +151,8 @@ where
                 match &frame {
                     Some(Ok(f)) => {
                         if let (Some(d), Some(fl)) = (f.data_ref(), fill.as_mut()) {
-                            if fl.buf.len() as u64 + d.len() as u64 > fl.max {
+                            if !fl.take(d) {
                                 *fill = None;
-                            } else {
-                                fl.buf.extend_from_slice(d);
                             }
                         }
                         if inner.is_end_stream() {

@@ -433,6 +433,11 @@ fn fill_for<B>(
     if len.is_some_and(|n| n > s.max_object_bytes) {
         return None;
     }
+    // The announced length is reserved at once: its buffer is allocated whole.
+    let reserved = len.unwrap_or(0);
+    if !s.store.reserve(reserved) {
+        return None;
+    }
     let vary = key::vary_names(res.headers());
     let secondary = key::secondary(asked, &vary);
     let mut headers = res.headers().clone();
@@ -449,7 +454,8 @@ fn fill_for<B>(
         exchange,
         heuristic_max: s.heuristic_max,
         max: s.max_object_bytes,
-        buf: BytesMut::with_capacity(len.unwrap_or(0).min(s.max_object_bytes) as usize),
+        buf: BytesMut::with_capacity(reserved as usize),
+        reserved,
         flight,
     }))
 }

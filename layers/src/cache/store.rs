@@ -155,6 +155,8 @@ struct Inner {
     id: u64,
     /// Every entry also on disk, read back on a memory miss and after a restart.
     disk: Option<Arc<super::disk::DiskTier>>,
+    /// Bytes of responses being copied in, at most `max_bytes` in all.
+    filling: AtomicU64,
 }
 
 /// A fetch this request leads: other requests for the key wait until it is dropped
@@ -232,8 +234,30 @@ impl ResponseStore {
                 stats: Stats::default(),
                 id: IDS.fetch_add(1, Ordering::Relaxed),
                 disk,
+                filling: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// Takes `n` bytes of the budget for responses being copied in (the store's own size),
+    /// if that much is left.
+    pub(crate) fn reserve(&self, n: u64) -> bool {
+        let max = self.inner.max_bytes;
+        self.inner
+            .filling
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |f| {
+                f.checked_add(n).filter(|&t| t <= max)
+            })
+            .is_ok()
+    }
+
+    pub(crate) fn release(&self, n: u64) {
+        self.inner.filling.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Bytes of responses being copied in now.
+    pub fn filling_bytes(&self) -> u64 {
+        self.inner.filling.load(Ordering::Relaxed)
     }
 
     pub fn stats(&self) -> &Stats {
