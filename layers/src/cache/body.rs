@@ -93,11 +93,15 @@ pub(crate) struct Fill {
     /// Bytes of the store's budget for responses being copied in that this one holds
     /// ([`ResponseStore::reserve`]): many large misses at once cannot grow memory past it.
     pub reserved: u64,
-    pub flight: Option<Flight>,
+    /// Held until the copy is stored or dropped: its waiters then look again.
+    pub _flight: Option<Flight>,
 }
 
 impl Fill {
     pub(crate) fn finish(mut self: Box<Self>) {
+        // Its length as stored, whatever framing it came with: a hit need not set it.
+        let len = http::HeaderValue::from(self.buf.len());
+        self.headers.insert(http::header::CONTENT_LENGTH, len);
         let entry = Entry::new(
             self.status,
             std::mem::take(&mut self.headers),

@@ -3,7 +3,7 @@ use super::future::ResponseFuture;
 use super::key;
 use super::layer::Settings;
 use super::policy::{self, CacheControl, Exchange, StoreOptions, Use};
-use super::store::{Entry, Joined, Key};
+use super::store::{Entry, Joined, Key, KeyRef};
 use crate::upstream::CacheStatus;
 use bytes::{Bytes, BytesMut};
 use http::header::{
@@ -101,10 +101,41 @@ where
         } else {
             CacheControl::parse(req.headers())
         };
-        let key = lookup_key(s, &req);
-        if let Some(e) = s.store.get(&key) {
+        let primary = key::primary(&req, &s.parts);
+        let secondary = match s.store.vary_names(&primary) {
+            Some(names) => key::secondary(req.headers(), &names),
+            None => 0,
+        };
+        let found = s.store.get_ref(&KeyRef {
+            primary: &primary,
+            secondary,
+        });
+        if let Some(e) = found {
+            // A fresh hit, the common case, answers without making an owned key.
+            let age = e.age(SystemTime::now());
+            let usable = policy::usable(
+                age,
+                e.lifetime,
+                &req_cc,
+                &e.cc,
+                s.stale_while_revalidate,
+                s.stale_if_error,
+            );
+            if usable == Use::Serve {
+                bump(&stats.hits);
+                let res = respond(s, &e, head, req.headers(), age, CacheStatus::Hit);
+                return ResponseFuture::ready(res);
+            }
+            let key = Key {
+                primary: primary.into(),
+                secondary,
+            };
             return with_entry(&mut self.inner, s, req, key, req_cc, e);
         }
+        let key = Key {
+            primary: primary.into(),
+            secondary,
+        };
         if s.store.on_disk(&key) {
             let mut inner = take(&mut self.inner);
             let s = s.clone();
@@ -440,8 +471,15 @@ fn fill_for<B>(
     }
     let vary = key::vary_names(res.headers());
     let secondary = key::secondary(asked, &vary);
-    let mut headers = res.headers().clone();
-    headers.remove(TRANSFER_ENCODING);
+    // Each value copied: a clone would share the upstream connection's read buffer, which
+    // every stored entry would then keep alive (cache-cold held 4 KiB per 1 KiB entry).
+    let mut headers = HeaderMap::with_capacity(res.headers().len());
+    for (n, v) in res.headers() {
+        if n != TRANSFER_ENCODING {
+            let v = HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
+            headers.append(n.clone(), v);
+        }
+    }
     Some(Box::new(Fill {
         store: s.store.clone(),
         key: Key {
@@ -456,7 +494,7 @@ fn fill_for<B>(
         max: s.max_object_bytes,
         buf: BytesMut::with_capacity(reserved as usize),
         reserved,
-        flight,
+        _flight: flight,
     }))
 }
 
@@ -624,8 +662,11 @@ pub(crate) fn respond<B>(
             }
         }
     }
-    res.headers_mut()
-        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    // A stored entry's Content-Length is its body's ([`Fill::finish`]).
+    if body.len() != e.body.len() || !res.headers().contains_key(CONTENT_LENGTH) {
+        res.headers_mut()
+            .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
     if !head {
         *res.body_mut() = CacheBody::stored(body);
     }

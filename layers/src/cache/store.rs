@@ -19,6 +19,20 @@ pub(crate) struct Key {
     pub secondary: u64,
 }
 
+/// A [`Key`] by reference, for a lookup that allocates nothing (a hit). Hashes as `Key`
+/// does: the derived `Hash` of `Arc<str>` is its `str`'s.
+#[derive(Hash)]
+pub(crate) struct KeyRef<'a> {
+    pub primary: &'a str,
+    pub secondary: u64,
+}
+
+impl moka::Equivalent<Key> for KeyRef<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        self.secondary == key.secondary && self.primary == &*key.primary
+    }
+}
+
 /// A stored response: its head, its whole body, and what its freshness was computed from.
 #[derive(Debug)]
 pub(crate) struct Entry {
@@ -29,6 +43,9 @@ pub(crate) struct Entry {
     pub cc: CacheControl,
     /// Its freshness lifetime (RFC 9111 §4.2.1), computed when it was stored or updated.
     pub lifetime: Duration,
+    /// Its age when it was received (§4.2.3's corrected_initial_age): parsed once, not on
+    /// every hit.
+    initial_age: Duration,
 }
 
 impl Entry {
@@ -47,6 +64,7 @@ impl Entry {
             exchange.response_time,
             heuristic_max,
         );
+        let initial_age = policy::current_age(&headers, exchange, exchange.response_time);
         Entry {
             status,
             headers,
@@ -54,11 +72,15 @@ impl Entry {
             exchange,
             cc,
             lifetime,
+            initial_age,
         }
     }
 
     pub(crate) fn age(&self, now: SystemTime) -> Duration {
-        policy::current_age(&self.headers, self.exchange, now)
+        let resident = now
+            .duration_since(self.exchange.response_time)
+            .unwrap_or(Duration::ZERO);
+        self.initial_age.saturating_add(resident)
     }
 
     /// RFC 9111 §4.3.4: the stored head updated with a 304's fields, but for those that
@@ -323,6 +345,10 @@ impl ResponseStore {
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Entry>> {
+        self.inner.map.get(key)
+    }
+
+    pub(crate) fn get_ref(&self, key: &KeyRef<'_>) -> Option<Arc<Entry>> {
         self.inner.map.get(key)
     }
 
