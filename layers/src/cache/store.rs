@@ -121,14 +121,18 @@ impl Entry {
         let fields: usize = self
             .headers
             .iter()
-            .map(|(n, v)| n.as_str().len() + v.len() + 32)
+            .map(|(n, v)| n.as_str().len() + v.len() + FIELD_OVERHEAD)
             .sum();
         (self.body.len() + fields + key.primary.len()) as u64 + ENTRY_OVERHEAD
     }
 }
 
-/// Accounted per entry on top of its body and fields (the map's slot, the `Arc`s).
-const ENTRY_OVERHEAD: u64 = 256;
+/// Accounted per entry on top of its body and fields: the entry, its key, moka's node
+/// and the field map's table. With 32 and 256 here, 50,000 entries of 1 KiB (cache-cold)
+/// were weighed at half the resident memory they took (198 MiB); these come near it.
+const ENTRY_OVERHEAD: u64 = 768;
+/// Per field: the map's bucket and the value's own allocation.
+const FIELD_OVERHEAD: usize = 96;
 
 /// Which request fields the responses under a primary key vary on, and the secondary
 /// keys stored under it, so that an invalidation or purge reaches every variant.
