@@ -112,15 +112,7 @@ where
         });
         if let Some(e) = found {
             // A fresh hit, the common case, answers without making an owned key.
-            let age = e.age(SystemTime::now());
-            let usable = policy::usable(
-                age,
-                e.lifetime,
-                &req_cc,
-                &e.cc,
-                s.stale_while_revalidate,
-                s.stale_if_error,
-            );
+            let (age, usable) = usable_now(s, &e, &req_cc);
             if usable == Use::Serve {
                 bump(&stats.hits);
                 let res = respond(s, &e, head, req.headers(), age, CacheStatus::Hit);
@@ -155,6 +147,21 @@ where
     }
 }
 
+/// The entry's age now, and what it may do for a request with `req_cc` under the route's
+/// stale windows.
+fn usable_now(s: &Settings, e: &Entry, req_cc: &CacheControl) -> (Duration, Use) {
+    let age = e.age(SystemTime::now());
+    let usable = policy::usable(
+        age,
+        e.lifetime,
+        req_cc,
+        &e.cc,
+        s.stale_while_revalidate,
+        s.stale_if_error,
+    );
+    (age, usable)
+}
+
 /// What a stored entry does for a request (RFC 9111 §4, RFC 5861): answers it, answers it
 /// stale while a refresh runs, or goes upstream to revalidate it.
 fn with_entry<S, ReqB, B>(
@@ -174,15 +181,8 @@ where
 {
     let stats = s.store.stats();
     let head = req.method() == Method::HEAD;
-    let age = e.age(SystemTime::now());
-    match policy::usable(
-        age,
-        e.lifetime,
-        &req_cc,
-        &e.cc,
-        s.stale_while_revalidate,
-        s.stale_if_error,
-    ) {
+    let (age, usable) = usable_now(s, &e, &req_cc);
+    match usable {
         Use::Serve => {
             bump(&stats.hits);
             ResponseFuture::ready(respond(s, &e, head, req.headers(), age, CacheStatus::Hit))
