@@ -356,7 +356,8 @@ fn metric(admin: SocketAddr, name: &str) -> f64 {
 
 #[test]
 fn the_disk_tier_survives_a_restart_with_its_entries_original_times() {
-    let mut b = Killable::start("max-age=3", Duration::ZERO);
+    // Six seconds: the restart below must come well within them on a loaded machine.
+    let mut b = Killable::start("max-age=6", Duration::ZERO);
     let dir = tempfile::tempdir().unwrap();
     let cache = format!(
         "disk_path = {:?}",
@@ -386,8 +387,8 @@ fn the_disk_tier_survives_a_restart_with_its_entries_original_times() {
         age >= 1 && age as f64 <= fetched.elapsed().as_secs_f64() + 1.0,
         "age {age}"
     );
-    // Stale by its original time (max-age=3), with the backend down: 502.
-    std::thread::sleep(Duration::from_secs(3).saturating_sub(fetched.elapsed()));
+    // Stale by its original time (max-age=6), with the backend down: 502.
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(fetched.elapsed()));
     let r = send(g.addr, "GET /p HTTP/1.1\r\nHost: test\r\n\r\n");
     assert_eq!(r.status, 502);
 }

@@ -382,7 +382,7 @@ async fn stale_while_revalidate_serves_at_once_and_refreshes_behind() {
         (r.cache, &r.body[..]),
         (Some(CacheStatus::Stale), &b"old"[..])
     );
-    for _ in 0..100 {
+    for _ in 0..500 {
         if o.calls() == 2 && c.store().stats().stored.load(Ordering::SeqCst) == 2 {
             break;
         }
@@ -649,7 +649,7 @@ async fn the_disk_tier_keeps_entries_for_the_next_store_with_their_original_time
     );
     let first = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
     get(&first, "GET", "/d", &[("accept-language", "fr")]).await;
-    for _ in 0..100 {
+    for _ in 0..500 {
         if first
             .store()
             .disk_usage()
@@ -692,7 +692,7 @@ async fn the_disk_tier_keeps_entries_for_the_next_store_with_their_original_time
     // A purge reaches the disk.
     assert!(second.store().invalidate("GET http://example.com/d") >= 1);
     let third = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
-    for _ in 0..100 {
+    for _ in 0..500 {
         if third
             .store()
             .disk_usage()
