@@ -220,7 +220,14 @@ fn purge(caches: &[crate::router::RouteCaches], query: Option<&str>) -> http::Re
             "url= must name an absolute URL, such as http://example.com/path\n",
         );
     };
-    let key = format!("GET {url}");
+    // Keys hold the host lower-cased (RFC 9110 §4.2.3), as the cache files them.
+    let key = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            format!("GET {scheme}://{}{path}", host.to_ascii_lowercase())
+        }
+        None => format!("GET {url}"),
+    };
     let mut removed = 0;
     let mut routes = 0;
     for c in caches {

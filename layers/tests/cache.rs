@@ -752,3 +752,133 @@ async fn responses_being_copied_in_share_the_stores_budget() {
     assert_eq!(c.store().filling_bytes(), 0, "released when done");
     assert_eq!(c.store().entry_count(), 1);
 }
+
+#[tokio::test]
+async fn a_revalidation_never_stores_one_clients_cookie_and_obeys_a_new_private() {
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=0"), ("etag", "\"v\"")],
+        "page",
+    );
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    // The 304 to client A sets A's session cookie: A gets it, the entry does not.
+    o.answers(
+        304,
+        &[
+            ("cache-control", "max-age=60"),
+            ("etag", "\"v\""),
+            ("set-cookie", "sid=A"),
+        ],
+        "",
+    );
+    let a = get(&c, "GET", "/", &[]).await;
+    assert_eq!(a.cache, Some(CacheStatus::Revalidated));
+    assert_eq!(a.headers["set-cookie"], "sid=A");
+    let b = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        (b.cache, &b.body[..]),
+        (Some(CacheStatus::Hit), &b"page"[..])
+    );
+    assert!(
+        !b.headers.contains_key("set-cookie"),
+        "another client got A's cookie"
+    );
+    // A 304 that makes the response private takes it out of the shared store.
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=0"), ("etag", "\"v\"")],
+        "page",
+    );
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    o.answers(
+        304,
+        &[("cache-control", "private, max-age=60"), ("etag", "\"v\"")],
+        "",
+    );
+    assert_eq!(&get(&c, "GET", "/", &[]).await.body[..], b"page");
+    assert_eq!(c.store().entry_count(), 0);
+    // With store_set_cookie, the cookie goes to the client that caused the fetch only.
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=60"), ("set-cookie", "sid=first")],
+        "x",
+    );
+    let c = cache(&o, CacheLayer::new().store_set_cookie(true));
+    assert_eq!(
+        get(&c, "GET", "/", &[]).await.headers["set-cookie"],
+        "sid=first"
+    );
+    let hit = get(&c, "GET", "/", &[]).await;
+    assert_eq!(hit.cache, Some(CacheStatus::Hit));
+    assert!(!hit.headers.contains_key("set-cookie"));
+}
+
+#[tokio::test]
+async fn credentials_stay_in_the_key_whatever_the_builders_order() {
+    let o = Origin::new();
+    let c = cache(
+        &o,
+        CacheLayer::new()
+            .store_authorized(true)
+            .key_headers([http::HeaderName::from_static("x-tenant")]),
+    );
+    get(&c, "GET", "/", &[("authorization", "Bearer a")]).await;
+    let other = get(&c, "GET", "/", &[("authorization", "Bearer b")]).await;
+    assert_eq!(
+        other.cache,
+        Some(CacheStatus::Miss),
+        "user b answered from user a's entry"
+    );
+}
+
+#[tokio::test]
+async fn a_keyed_cookie_the_origin_could_read_otherwise_bypasses_the_cache() {
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new().key_cookies(["lang".to_string()]));
+    for cookie in ["lang=de; lang=fr", "lang =de"] {
+        let r = get(&c, "GET", "/", &[("cookie", cookie)]).await;
+        assert_eq!(r.cache, Some(CacheStatus::Bypass), "{cookie}");
+    }
+    assert_eq!(c.store().entry_count(), 0);
+    get(&c, "GET", "/", &[("cookie", "lang=de")]).await;
+    assert_eq!(
+        get(&c, "GET", "/", &[("cookie", "lang=de")]).await.cache,
+        Some(CacheStatus::Hit)
+    );
+}
+
+#[tokio::test]
+async fn an_unsafe_method_over_tls_invalidates_the_entries_filed_under_https() {
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    let tls = |method: &str| {
+        let mut r = Request::builder()
+            .method(method)
+            .uri("/t")
+            .header("host", "example.com")
+            .body(())
+            .unwrap();
+        r.extensions_mut()
+            .insert(gatehouse_layers::client::Https(true));
+        r
+    };
+    // Each body read to its end: that is when a response is stored.
+    let send = |method: &'static str| {
+        let c = c.clone();
+        async move {
+            let r = c.oneshot(tls(method)).await.unwrap();
+            let status = r.extensions().get::<CacheStatus>().copied();
+            r.into_body().collect().await.unwrap();
+            status
+        }
+    };
+    send("GET").await;
+    assert_eq!(send("GET").await, Some(CacheStatus::Hit));
+    send("PUT").await;
+    assert_eq!(send("GET").await, Some(CacheStatus::Miss));
+}

@@ -602,7 +602,7 @@ fn route_service(
             proxy = proxy.keeping_fields(&set);
         }
         let cache = match route.cache.as_ref().filter(|c| c.enabled) {
-            Some(c) => Some(cache_layer(i, c)?),
+            Some(c) => Some(cache_layer(i, c, route.auth.as_ref())?),
             None => None,
         };
         // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
@@ -895,10 +895,17 @@ impl RuleLayers {
 }
 
 /// The route's compression layer, or none when it is off.
+/// `auth`: the route's; the fields a forward-auth service's answer sets on the request
+/// (a user's name, say) join the key, for the upstream answers by them.
 fn cache_layer(
     i: usize,
     c: &gatehouse_config::CacheConfig,
+    auth: Option<&gatehouse_config::AuthConfig>,
 ) -> io::Result<gatehouse_layers::cache::CacheLayer> {
+    let granted = auth
+        .and_then(|a| a.forward.as_ref())
+        .map(|f| f.response_headers.clone())
+        .unwrap_or_default();
     let layer = gatehouse_layers::cache::CacheLayer::new()
         .limits(c.max_bytes, c.max_entries)
         .max_object_bytes(c.max_object_bytes)
@@ -906,6 +913,7 @@ fn cache_layer(
         .key_headers(
             c.key_headers
                 .iter()
+                .chain(&granted)
                 .filter_map(|h| http::HeaderName::try_from(h.as_str()).ok()),
         )
         .key_cookies(c.key_cookies.iter().cloned())

@@ -98,7 +98,15 @@ fn file_id(key: &Key) -> u64 {
 impl DiskTier {
     /// Opens (creating) `dir` and reads what a previous process left there.
     pub(crate) fn open(dir: &Path, max_bytes: u64) -> io::Result<DiskTier> {
-        std::fs::create_dir_all(dir)?;
+        // Entries may hold what a key was made of (a keyed cookie, credentials): the
+        // directory and its files are the server's own.
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
         let tier = DiskTier {
             dir: dir.to_path_buf(),
             max_bytes,
@@ -332,7 +340,15 @@ fn write_entry(path: &Path, key: &Key, vary: &[HeaderName], e: &Entry) -> io::Re
         put_bytes(&mut head, n.as_str().as_bytes());
         put_bytes(&mut head, v.as_bytes());
     }
-    let mut f = std::fs::File::create(path)?;
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)?
+    };
     f.write_all(MAGIC)?;
     f.write_all(&(head.len() as u64).to_le_bytes())?;
     f.write_all(&head)?;

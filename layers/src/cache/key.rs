@@ -69,11 +69,12 @@ fn push_values(k: &mut String, headers: &HeaderMap, name: &HeaderName) {
             k.push(',');
         }
         for &b in v.as_bytes() {
-            k.push(if b.is_ascii_graphic() || b == b' ' {
-                b as char
+            // Escaped, so that distinct values stay distinct and none can end the line.
+            if (b.is_ascii_graphic() || b == b' ') && b != b'%' {
+                k.push(b as char);
             } else {
-                '?'
-            });
+                k.push_str(&format!("%{b:02X}"));
+            }
         }
     }
 }
@@ -90,6 +91,36 @@ fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
+/// Whether the request's cookies could be read two ways for a keyed cookie (a value that
+/// is not text, a name with spaces before its `=`, the name twice): the origin's parser
+/// might pick another value than the key, so such a request bypasses the cache.
+pub(crate) fn cookies_ambiguous(headers: &HeaderMap, names: &[String]) -> bool {
+    if names.is_empty() {
+        return false;
+    }
+    let mut seen = vec![0u32; names.len()];
+    for v in headers.get_all(COOKIE) {
+        let Ok(v) = v.to_str() else {
+            return true;
+        };
+        for pair in v.split(';') {
+            let Some((raw, _)) = pair.split_once('=') else {
+                continue;
+            };
+            let name = raw.trim_start();
+            for (i, n) in names.iter().enumerate() {
+                if name.trim_end() == n {
+                    if name != n {
+                        return true;
+                    }
+                    seen[i] += 1;
+                }
+            }
+        }
+    }
+    seen.iter().any(|&c| c > 1)
+}
+
 /// The secondary key (§4.1): a hash of the request's values of the fields `names`, each
 /// normalised (whitespace around list members dropped, members joined by one comma).
 /// 0 when `names` is empty.
@@ -103,6 +134,8 @@ pub(crate) fn secondary(headers: &HeaderMap, names: &[HeaderName]) -> u64 {
         .build_hasher();
     for name in names {
         name.as_str().hash(&mut h);
+        // An absent field matches only an absent one, not an empty one (§4.1).
+        headers.get_all(name).iter().count().hash(&mut h);
         for v in headers.get_all(name) {
             for member in v.as_bytes().split(|&b| b == b',') {
                 let m = member.trim_ascii();
@@ -172,12 +205,31 @@ mod tests {
             "GET http://h/\nx-tenant:a\ncookie lang=fr"
         );
         assert_ne!(primary(&a, &parts), primary(&b, &parts));
-        // Bytes outside visible ASCII become '?': the key stays one line per part.
-        let c = req("/", &[("host", "h"), ("x-tenant", "a\u{ff}")]);
+        // Bytes outside visible ASCII (and '%') are escaped: the key stays one line per
+        // part, and distinct values stay distinct.
+        let c = req("/", &[("host", "h"), ("x-tenant", "a\u{ff}%")]);
         assert_eq!(
             primary(&c, &parts),
-            "GET http://h/\nx-tenant:a??\ncookie lang="
+            "GET http://h/\nx-tenant:a%C3%BF%25\ncookie lang="
         );
+        let d = req("/", &[("host", "h"), ("x-tenant", "a\u{fe}%")]);
+        assert_ne!(primary(&c, &parts), primary(&d, &parts));
+    }
+
+    #[test]
+    fn a_keyed_cookie_read_two_ways_is_ambiguous() {
+        let names = vec!["lang".to_string()];
+        let amb = |v: &[u8]| {
+            let mut h = HeaderMap::new();
+            h.insert(COOKIE, http::HeaderValue::from_bytes(v).unwrap());
+            cookies_ambiguous(&h, &names)
+        };
+        assert!(!amb(b"a=1; lang=fr"));
+        assert!(!amb(b"a=1"));
+        assert!(amb(b"lang=fr; x=\xff"));
+        assert!(amb(b"lang =de"));
+        assert!(amb(b"lang=fr; lang=de"));
+        assert!(!cookies_ambiguous(&HeaderMap::new(), &[]));
     }
 
     #[test]

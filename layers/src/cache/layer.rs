@@ -155,12 +155,6 @@ impl CacheLayer {
     /// and a key without the credentials would hand one user's response to another).
     pub fn store_authorized(mut self, on: bool) -> Self {
         self.settings.store_authorized = on;
-        if on {
-            let auth = http::header::AUTHORIZATION;
-            if !self.settings.parts.headers.contains(&auth) {
-                self.settings.parts.headers.push(auth);
-            }
-        }
         self
     }
 
@@ -188,9 +182,16 @@ impl<S> tower_layer::Layer<S> for CacheLayer {
     type Service = Cache<S>;
 
     fn layer(&self, inner: S) -> Cache<S> {
+        let mut settings = self.settings.clone();
+        // Whatever order the builder was called in: stored answers to authorised requests
+        // are keyed by their credentials.
+        let auth = http::header::AUTHORIZATION;
+        if settings.store_authorized && !settings.parts.headers.contains(&auth) {
+            settings.parts.headers.push(auth);
+        }
         Cache {
             inner,
-            settings: Arc::new(self.settings.clone()),
+            settings: Arc::new(settings),
         }
     }
 }

@@ -88,6 +88,7 @@ where
         let head = method == Method::HEAD;
         if method != Method::GET && !head
             || (req.headers().contains_key(AUTHORIZATION) && !s.store_authorized)
+            || key::cookies_ambiguous(req.headers(), &s.parts.cookies)
         {
             bump(&stats.bypassed);
             if is_unsafe(method) {
@@ -367,18 +368,16 @@ where
     if let Some((e, if_error)) = &stale {
         if status == StatusCode::NOT_MODIFIED && validating {
             let updated = e.updated(res.headers(), exchange, s.heuristic_max);
-            let vary = key::vary_names(&updated.headers);
-            let updated = s.store.insert(key, vary, updated);
+            let updated = store_updated(&s, key, &asked, &req_cc, updated);
             bump(&stats.revalidated);
             let age = updated.age(SystemTime::now());
-            return Ok(respond(
-                &s,
-                &updated,
-                head,
-                &asked,
-                age,
-                CacheStatus::Revalidated,
-            ));
+            let mut out = respond(&s, &updated, head, &asked, age, CacheStatus::Revalidated);
+            // The 304's cookies are this client's: sent to it, never stored.
+            for c in res.headers().get_all(http::header::SET_COOKIE) {
+                out.headers_mut()
+                    .append(http::header::SET_COOKIE, c.clone());
+            }
+            return Ok(out);
         }
         if *if_error && is_error(status) {
             bump(&stats.stale);
@@ -406,6 +405,36 @@ where
         mark(&mut res, CacheStatus::Miss, false, "");
     }
     Ok(res)
+}
+
+/// A revalidated entry goes back in only if its merged head may still be stored (a 304
+/// can add `private` or `no-store`); otherwise the old one is removed.
+fn store_updated(
+    s: &Settings,
+    key: Key,
+    asked: &HeaderMap,
+    req_cc: &CacheControl,
+    updated: Entry,
+) -> Arc<Entry> {
+    let ok = policy::storable(
+        &Method::GET,
+        asked,
+        req_cc,
+        updated.status,
+        &updated.headers,
+        &updated.cc,
+        StoreOptions {
+            authorized: s.store_authorized,
+            set_cookie: s.store_set_cookie,
+        },
+    );
+    if ok.is_ok() {
+        let vary = key::vary_names(&updated.headers);
+        s.store.insert(key, vary, updated)
+    } else {
+        s.store.remove(&key);
+        Arc::new(updated)
+    }
 }
 
 fn stale_for_error<B>(
@@ -474,8 +503,10 @@ fn fill_for<B>(
     // Each value copied: a clone would share the upstream connection's read buffer, which
     // every stored entry would then keep alive (cache-cold held 4 KiB per 1 KiB entry).
     let mut headers = HeaderMap::with_capacity(res.headers().len());
+    // Set-Cookie (stored only with store_set_cookie) goes to the client that caused the
+    // fetch, never to the others the entry answers.
     for (n, v) in res.headers() {
-        if n != TRANSFER_ENCODING {
+        if n != TRANSFER_ENCODING && n != http::header::SET_COOKIE {
             let v = HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
             headers.append(n.clone(), v);
         }
@@ -531,8 +562,7 @@ async fn refresh<S, ReqB, B>(
     };
     if res.status() == StatusCode::NOT_MODIFIED && validating {
         let updated = e.updated(res.headers(), exchange, s.heuristic_max);
-        let vary = key::vary_names(&updated.headers);
-        s.store.insert(key, vary, updated);
+        store_updated(&s, key, &asked, &req_cc, updated);
         bump(&s.store.stats().revalidated);
         return;
     }
@@ -563,6 +593,10 @@ where
         .body(())
         .map(|mut r| {
             *r.headers_mut() = req.headers().clone();
+            // The connection's scheme, as the entries were filed by.
+            if let Some(h) = req.extensions().get::<crate::client::Https>() {
+                r.extensions_mut().insert(*h);
+            }
             r
         });
     let res = ready_call(&mut inner, req).await?;

@@ -3,7 +3,7 @@
 use super::policy::{self, CacheControl, Exchange};
 use bytes::Bytes;
 use http::header::HeaderName;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -84,7 +84,8 @@ impl Entry {
     }
 
     /// RFC 9111 §4.3.4: the stored head updated with a 304's fields, but for those that
-    /// describe the body it does not carry (RFC 9110 §15.4.5 lists what a 304 sends).
+    /// describe the body it does not carry (RFC 9110 §15.4.5 lists what a 304 sends) and
+    /// `Set-Cookie`: a cookie the origin set on one client's revalidation is that client's.
     pub(crate) fn updated(
         &self,
         not_modified: &HeaderMap,
@@ -98,6 +99,7 @@ impl Entry {
                 || name == http::header::CONTENT_ENCODING
                 || name == http::header::CONTENT_RANGE
                 || name == http::header::TRANSFER_ENCODING
+                || name == http::header::SET_COOKIE
             {
                 continue;
             }
@@ -105,7 +107,8 @@ impl Entry {
                 headers.remove(name);
                 replaced.push(name);
             }
-            headers.append(name.clone(), value.clone());
+            let value = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+            headers.append(name.clone(), value);
         }
         Entry::new(
             self.status,
@@ -142,6 +145,9 @@ pub(crate) struct Variants {
     secondaries: Vec<u64>,
 }
 
+/// The most variants one primary key may have stored.
+const MAX_VARIANTS: usize = 256;
+
 /// Counts for the metrics; each only grows.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -170,7 +176,9 @@ struct Inner {
     map: moka::sync::Cache<Key, Arc<Entry>, ahash::RandomState>,
     /// Primary keys whose responses had a `Vary`. Touched only by those, and by unsafe
     /// methods and purges.
-    vary: Mutex<HashMap<Arc<str>, Variants, ahash::RandomState>>,
+    /// Bounded (as many primaries as entries) and sharded, as the map is: random URLs whose
+    /// responses vary can neither grow it without end nor serialise lookups on one lock.
+    vary: moka::sync::Cache<Arc<str>, Arc<Mutex<Variants>>, ahash::RandomState>,
     /// Set once any response had a `Vary`: until then a lookup skips the index.
     any_vary: std::sync::atomic::AtomicBool,
     /// Fetches in progress, so that concurrent misses for one key wait for one fetch.
@@ -252,7 +260,9 @@ impl ResponseStore {
         ResponseStore {
             inner: Arc::new(Inner {
                 map,
-                vary: Mutex::default(),
+                vary: moka::sync::Cache::builder()
+                    .max_capacity(max_entries)
+                    .build_with_hasher(ahash::RandomState::new()),
                 any_vary: Default::default(),
                 flights: Mutex::default(),
                 max_bytes,
@@ -317,9 +327,8 @@ impl ResponseStore {
     /// The request fields responses under `primary` vary on, if any had a `Vary`.
     pub(crate) fn vary_names(&self, primary: &str) -> Option<Vec<HeaderName>> {
         if self.inner.any_vary.load(Ordering::Relaxed) {
-            let g = self.inner.vary.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(v) = g.get(primary) {
-                return Some(v.names.clone());
+            if let Some(v) = self.inner.vary.get(primary) {
+                return Some(v.lock().unwrap_or_else(|e| e.into_inner()).names.clone());
             }
         }
         let names = self.inner.disk.as_ref()?.vary_names(primary)?;
@@ -378,23 +387,39 @@ impl ResponseStore {
 
     fn insert_memory(&self, key: Key, vary: Vec<HeaderName>, entry: Entry) -> Arc<Entry> {
         if !vary.is_empty() || self.inner.any_vary.load(Ordering::Relaxed) {
-            let mut g = self.inner.vary.lock().unwrap_or_else(|e| e.into_inner());
-            if vary.is_empty() {
-                g.remove(&key.primary);
-            } else {
-                self.inner.any_vary.store(true, Ordering::Relaxed);
-                let v = g.entry(key.primary.clone()).or_default();
-                if v.names != vary {
-                    // Another set of fields: the variants filed by the old one are unreachable.
-                    for s in v.secondaries.drain(..) {
+            // Variants filed under fields the response no longer names are unreachable:
+            // they go, so that no purge misses them (they would come back with the fields).
+            let dropped = |old: &mut Variants| {
+                for s in old.secondaries.drain(..) {
+                    if s != key.secondary {
                         self.inner.map.invalidate(&Key {
                             primary: key.primary.clone(),
                             secondary: s,
                         });
                     }
+                }
+            };
+            if vary.is_empty() {
+                if let Some(v) = self.inner.vary.remove(&key.primary) {
+                    dropped(&mut v.lock().unwrap_or_else(|e| e.into_inner()));
+                }
+            } else {
+                self.inner.any_vary.store(true, Ordering::Relaxed);
+                let v = self
+                    .inner
+                    .vary
+                    .get_with(key.primary.clone(), Default::default);
+                let mut v = v.lock().unwrap_or_else(|e| e.into_inner());
+                if v.names != vary {
+                    dropped(&mut v);
                     v.names = vary;
                 }
                 if !v.secondaries.contains(&key.secondary) {
+                    if v.secondaries.len() >= MAX_VARIANTS {
+                        // One URL's variants are bounded too (random Accept-Language
+                        // values): the newest is not stored.
+                        return Arc::new(entry);
+                    }
                     v.secondaries.push(key.secondary);
                 }
             }
@@ -405,18 +430,20 @@ impl ResponseStore {
         entry
     }
 
+    /// Removes the one entry under `key` (a revalidation made it unstorable).
+    pub(crate) fn remove(&self, key: &Key) {
+        self.inner.map.invalidate(key);
+    }
+
     /// Removes every variant stored under `primary`; how many there were.
     pub fn invalidate(&self, primary: &str) -> u64 {
         let primary: Arc<str> = primary.into();
         let mut secondaries = vec![0];
         if self.inner.any_vary.load(Ordering::Relaxed) {
-            let v = self
-                .inner
-                .vary
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&primary);
-            secondaries.extend(v.into_iter().flat_map(|v| v.secondaries));
+            if let Some(v) = self.inner.vary.remove(&primary) {
+                let v = v.lock().unwrap_or_else(|e| e.into_inner());
+                secondaries.extend(v.secondaries.iter().copied());
+            }
         }
         let mut n = 0;
         for secondary in secondaries {
