@@ -137,6 +137,8 @@ if [ -z "$title" ] || ! grep -q -F "$title" <<< "$page"; then
   exit 1
 fi
 rm -f "$first_log"
+stage "the response cache against the outside HTTP-caching suite (scripts/cache_tests.sh)"
+bash scripts/cache_tests.sh
 stage "bench smoke test"
 bash bench/smoke.sh
 stage "profile-guided build's tools (scripts/pgo.sh's checks, no build)"

@@ -134,8 +134,9 @@ pub(crate) fn secondary(headers: &HeaderMap, names: &[HeaderName]) -> u64 {
         .build_hasher();
     for name in names {
         name.as_str().hash(&mut h);
-        // An absent field matches only an absent one, not an empty one (§4.1).
-        headers.get_all(name).iter().count().hash(&mut h);
+        // An absent field matches only an absent one, not an empty one (§4.1); the
+        // number of lines does not count, as `Foo: 1, 2` is `Foo: 1` and `Foo: 2`.
+        headers.contains_key(name).hash(&mut h);
         for v in headers.get_all(name) {
             for member in v.as_bytes().split(|&b| b == b',') {
                 let m = member.trim_ascii();
@@ -253,6 +254,14 @@ mod tests {
             secondary(&h("gzip"), &names),
             secondary(&HeaderMap::new(), &names)
         );
+        assert_ne!(
+            secondary(&h(""), &names),
+            secondary(&HeaderMap::new(), &names)
+        );
+        // Two field lines are one list (RFC 9110 §5.3).
+        let mut lines = h("gzip");
+        lines.append("accept-encoding", "br".parse().unwrap());
+        assert_eq!(secondary(&lines, &names), secondary(&h("gzip, br"), &names));
         let mut v = HeaderMap::new();
         v.append("vary", "Accept-Encoding, accept-encoding".parse().unwrap());
         v.append("vary", "Origin".parse().unwrap());

@@ -7,7 +7,7 @@ use super::store::{Entry, Joined, Key, KeyRef};
 use crate::upstream::CacheStatus;
 use bytes::{Bytes, BytesMut};
 use http::header::{
-    AGE, AUTHORIZATION, CONTENT_LENGTH, CONTENT_LOCATION, CONTENT_RANGE, ETAG, IF_MATCH,
+    AGE, AUTHORIZATION, CONTENT_LENGTH, CONTENT_LOCATION, CONTENT_RANGE, DATE, ETAG, IF_MATCH,
     IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, LOCATION,
     RANGE, TRANSFER_ENCODING,
 };
@@ -666,7 +666,7 @@ pub(crate) fn respond<B>(
     };
     let mut body = e.body.clone();
     if e.status == StatusCode::OK {
-        if not_modified(asked, &e.headers) {
+        if not_modified(asked, &e.headers, e.exchange.response_time) {
             *res.status_mut() = StatusCode::NOT_MODIFIED;
             res.headers_mut().remove(CONTENT_LENGTH);
             mark(&mut res, status, s.cache_status, detail);
@@ -709,8 +709,9 @@ pub(crate) fn respond<B>(
 }
 
 /// RFC 9110 §13.1.2 and §13.1.3, for GET and HEAD: `If-None-Match` (weak comparison)
-/// when present, else `If-Modified-Since` against `Last-Modified`.
-fn not_modified(asked: &HeaderMap, stored: &HeaderMap) -> bool {
+/// when present, else `If-Modified-Since` against `Last-Modified`, or, for a stored
+/// response without one, its `Date` or the time it was received (RFC 9111 §4.3.2).
+fn not_modified(asked: &HeaderMap, stored: &HeaderMap, received: SystemTime) -> bool {
     if asked.contains_key(IF_NONE_MATCH) {
         let Some(etag) = stored.get(ETAG).and_then(|v| v.to_str().ok()) else {
             return false;
@@ -729,10 +730,13 @@ fn not_modified(asked: &HeaderMap, stored: &HeaderMap) -> bool {
             .and_then(|v: &HeaderValue| v.to_str().ok())
             .and_then(|v| httpdate::parse_http_date(v).ok())
     };
-    match (date(asked, IF_MODIFIED_SINCE), date(stored, LAST_MODIFIED)) {
-        (Some(since), Some(modified)) => modified <= since,
-        _ => false,
-    }
+    let Some(since) = date(asked, IF_MODIFIED_SINCE) else {
+        return false;
+    };
+    let modified = date(stored, LAST_MODIFIED)
+        .or_else(|| date(stored, DATE))
+        .unwrap_or(received);
+    modified <= since
 }
 
 /// RFC 9110 §13.1.5: a range is served only if `If-Range` names the stored response by a
@@ -785,8 +789,41 @@ fn byte_range(v: &HeaderValue, len: u64) -> Option<Result<(u64, u64), ()>> {
 
 #[cfg(test)]
 mod tests {
-    use super::byte_range;
-    use http::HeaderValue;
+    use super::{byte_range, not_modified};
+    use http::{HeaderMap, HeaderValue};
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn if_modified_since_falls_back_to_date_then_to_the_time_received() {
+        let t = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let map = |pairs: &[(&'static str, SystemTime)]| {
+            let mut m = HeaderMap::new();
+            for (n, v) in pairs {
+                m.insert(*n, httpdate::fmt_http_date(*v).parse().unwrap());
+            }
+            m
+        };
+        let asked = map(&[("if-modified-since", t(2_000_000))]);
+        let received = t(3_000_000);
+        let lm = map(&[("last-modified", t(1_000_000)), ("date", t(3_000_000))]);
+        assert!(not_modified(&asked, &lm, received));
+        assert!(not_modified(
+            &asked,
+            &map(&[("date", t(1_500_000))]),
+            received
+        ));
+        assert!(!not_modified(
+            &asked,
+            &map(&[("date", t(2_500_000))]),
+            received
+        ));
+        assert!(!not_modified(&asked, &HeaderMap::new(), received));
+        assert!(not_modified(&asked, &HeaderMap::new(), t(1_000_000)));
+        // If-None-Match, when present, decides alone (RFC 9110 §13.1.3).
+        let mut both = asked.clone();
+        both.insert("if-none-match", "\"x\"".parse().unwrap());
+        assert!(!not_modified(&both, &lm, received));
+    }
 
     #[test]
     fn byte_ranges_as_rfc_9110_reads_them() {

@@ -100,6 +100,11 @@ impl Entry {
                 || name == http::header::CONTENT_RANGE
                 || name == http::header::TRANSFER_ENCODING
                 || name == http::header::SET_COOKIE
+                // A 304 whose strong validator differs selects no stored response
+                // (RFC 9111 §4.3.4), and with an equal one the field is unchanged:
+                // either way the stored `ETag` stays. `Content-MD5` is the body's.
+                || name == http::header::ETAG
+                || name.as_str() == "content-md5"
             {
                 continue;
             }
@@ -562,6 +567,38 @@ mod tests {
             primary: p.into(),
             secondary: 0,
         }
+    }
+
+    #[test]
+    fn a_304_updates_the_head_but_not_what_describes_the_body() {
+        let mut stored = entry(10);
+        for (n, v) in [
+            ("etag", "\"a\""),
+            ("content-md5", "Q2hlY2s="),
+            ("x-a", "1"),
+            ("content-length", "10"),
+        ] {
+            stored.headers.insert(n, v.parse().unwrap());
+        }
+        let mut not_modified = HeaderMap::new();
+        for (n, v) in [
+            ("etag", "\"b\""),
+            ("content-md5", "b3RoZXI="),
+            ("x-a", "2"),
+            ("content-length", "0"),
+            ("cache-control", "max-age=120"),
+            ("set-cookie", "s=1"),
+        ] {
+            not_modified.insert(n, v.parse().unwrap());
+        }
+        let u = stored.updated(&not_modified, stored.exchange, Duration::ZERO);
+        assert_eq!(u.headers["etag"], "\"a\"");
+        assert_eq!(u.headers["content-md5"], "Q2hlY2s=");
+        assert_eq!(u.headers["content-length"], "10");
+        assert_eq!(u.headers["x-a"], "2");
+        assert_eq!(u.headers["cache-control"], "max-age=120");
+        assert!(!u.headers.contains_key("set-cookie"));
+        assert_eq!(u.body.len(), 10);
     }
 
     #[test]
