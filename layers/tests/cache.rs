@@ -882,3 +882,71 @@ async fn an_unsafe_method_over_tls_invalidates_the_entries_filed_under_https() {
     send("PUT").await;
     assert_eq!(send("GET").await, Some(CacheStatus::Miss));
 }
+
+/// Compression above the cache: each variant of a stored response is made once, with or
+/// without an `ETag`, and leaves memory with the entry, whether it is purged or evicted.
+#[cfg(feature = "precompress")]
+#[tokio::test]
+async fn compressed_variants_are_made_once_and_leave_with_their_entry() {
+    use gatehouse_layers::precompress::PrecompressLayer;
+    use std::io::Read;
+    let o = Origin::new();
+    let text = "a cached page, compressed once. ".repeat(200);
+    o.answers(
+        200,
+        &[
+            ("cache-control", "max-age=60"),
+            ("content-type", "text/html"),
+        ],
+        &text,
+    );
+    let c = cache(&o, CacheLayer::new().limits(1 << 20, 4));
+    let pre = PrecompressLayer::new();
+    let variants = pre.variant_cache().clone();
+    let svc = pre.layer(c.clone());
+    let fetch = |path: &'static str| {
+        let svc = svc.clone();
+        async move {
+            let req = Request::get(path)
+                .header("host", "example.com")
+                .header("accept-encoding", "gzip")
+                .body(())
+                .unwrap();
+            let res = svc.oneshot(req).await.expect("a response");
+            assert_eq!(res.headers()["content-encoding"], "gzip");
+            let gz = res.into_body().collect().await.unwrap().to_bytes();
+            let mut plain = String::new();
+            flate2::read::GzDecoder::new(&gz[..])
+                .read_to_string(&mut plain)
+                .unwrap();
+            plain
+        }
+    };
+    for _ in 0..5 {
+        assert_eq!(fetch("/page").await, text);
+    }
+    assert_eq!(o.calls(), 1);
+    assert_eq!(variants.encodings(), 1, "no ETag, and made once");
+    variants.sync();
+    assert_eq!(variants.entry_count(), 1);
+
+    // Purged: the variant goes with the entry, and the next request makes both again.
+    assert_eq!(c.store().invalidate("GET http://example.com/page"), 1);
+    variants.sync();
+    assert_eq!(variants.entry_count(), 0);
+    assert_eq!(fetch("/page").await, text);
+    assert_eq!((o.calls(), variants.encodings()), (2, 2));
+
+    // Evicted: the store holds 4 entries, and others push this one out.
+    for i in 0..40 {
+        fetch(["/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h"][i % 8]).await;
+    }
+    assert!(c.store().entry_count() <= 4);
+    variants.sync();
+    assert!(
+        variants.entry_count() <= c.store().entry_count(),
+        "{} variants for {} entries",
+        variants.entry_count(),
+        c.store().entry_count()
+    );
+}

@@ -1,4 +1,5 @@
 use super::store::{Entry, Flight, Key, ResponseStore};
+use crate::upstream::StoredVersion;
 use bytes::{Bytes, BytesMut};
 use http::header::HeaderName;
 use http::{HeaderMap, StatusCode};
@@ -95,6 +96,9 @@ pub(crate) struct Fill {
     pub reserved: u64,
     /// Held until the copy is stored or dropped: its waiters then look again.
     pub _flight: Option<Flight>,
+    /// The version the entry will be, already on the response being copied: removed if
+    /// the copy is never stored.
+    pub version: Option<StoredVersion>,
 }
 
 impl Fill {
@@ -108,6 +112,7 @@ impl Fill {
             std::mem::take(&mut self.buf).freeze(),
             self.exchange,
             self.heuristic_max,
+            self.version.take().unwrap_or_default(),
         );
         let vary = std::mem::take(&mut self.vary);
         self.store.insert(self.key.clone(), vary, entry);
@@ -133,6 +138,9 @@ impl Fill {
 
 impl Drop for Fill {
     fn drop(&mut self) {
+        if let Some(v) = self.version.take() {
+            v.remove();
+        }
         self.store.release(self.reserved);
     }
 }

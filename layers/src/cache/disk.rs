@@ -483,6 +483,7 @@ fn read_entry(path: &Path, heuristic_max: Duration) -> io::Result<(Key, Vec<Head
         Bytes::from(body),
         h.exchange,
         heuristic_max,
+        crate::upstream::StoredVersion::new(),
     );
     Ok((h.key, h.vary, entry))
 }
@@ -506,6 +507,7 @@ mod tests {
                 response_time: t + Duration::from_millis(3),
             },
             Duration::ZERO,
+            crate::upstream::StoredVersion::new(),
         )
     }
 

@@ -25,7 +25,9 @@
 //!
 //! Each response carries a [`CacheStatus`](crate::upstream::CacheStatus) in its
 //! extensions (the access log's `$cache_status`) and, when asked, a `Cache-Status` field
-//! (RFC 9211).
+//! (RFC 9211). A response served from the store, or being filed into it, also carries its
+//! [`StoredVersion`](crate::upstream::StoredVersion): the compression layer above makes each
+//! variant of it once and drops them when the entry leaves the store.
 //!
 //! # Example
 //!

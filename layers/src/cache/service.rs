@@ -4,7 +4,7 @@ use super::key;
 use super::layer::Settings;
 use super::policy::{self, CacheControl, Exchange, StoreOptions, Use};
 use super::store::{Entry, Joined, Key, KeyRef};
-use crate::upstream::CacheStatus;
+use crate::upstream::{CacheStatus, StoredVersion};
 use bytes::{Bytes, BytesMut};
 use http::header::{
     AGE, AUTHORIZATION, CONTENT_LENGTH, CONTENT_LOCATION, CONTENT_RANGE, DATE, ETAG, IF_MATCH,
@@ -392,6 +392,10 @@ where
         fill_for(&s, &key, &asked, &req_cc, &res, exchange, flight)
     };
     let stored = fill.is_some();
+    let mut res = res;
+    if let Some(v) = fill.as_ref().and_then(|f| f.version.clone()) {
+        res.extensions_mut().insert(v);
+    }
     let mut res = res.map(|b| CacheBody::filling(b, fill));
     if s.cache_status {
         let fwd = if stale.is_some() { "stale" } else { "uri-miss" };
@@ -433,6 +437,7 @@ fn store_updated(
         s.store.insert(key, vary, updated)
     } else {
         s.store.remove(&key);
+        updated.version.remove();
         Arc::new(updated)
     }
 }
@@ -526,6 +531,7 @@ fn fill_for<B>(
         buf: BytesMut::with_capacity(reserved as usize),
         reserved,
         _flight: flight,
+        version: Some(StoredVersion::new()),
     }))
 }
 
@@ -658,6 +664,9 @@ pub(crate) fn respond<B>(
     *res.headers_mut() = e.headers.clone();
     res.headers_mut()
         .insert(AGE, HeaderValue::from(age.as_secs()));
+    if !e.version.is_removed() {
+        res.extensions_mut().insert(e.version.clone());
+    }
     let detail = match status {
         CacheStatus::Hit => "hit",
         CacheStatus::Stale => "hit; fwd=stale; detail=stale-while-revalidate",

@@ -1,6 +1,7 @@
 //! Stored responses, in memory, bounded by bytes and by entries.
 
 use super::policy::{self, CacheControl, Exchange};
+use crate::upstream::StoredVersion;
 use bytes::Bytes;
 use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -46,6 +47,9 @@ pub(crate) struct Entry {
     /// Its age when it was received (§4.2.3's corrected_initial_age): parsed once, not on
     /// every hit.
     initial_age: Duration,
+    /// Marked removed when the entry leaves the store, which drops what layers above made
+    /// from it (compressed variants).
+    pub version: StoredVersion,
 }
 
 impl Entry {
@@ -55,6 +59,7 @@ impl Entry {
         body: Bytes,
         exchange: Exchange,
         heuristic_max: Duration,
+        version: StoredVersion,
     ) -> Entry {
         let cc = CacheControl::parse(&headers);
         let lifetime = policy::freshness_lifetime(
@@ -73,6 +78,7 @@ impl Entry {
             cc,
             lifetime,
             initial_age,
+            version,
         }
     }
 
@@ -121,6 +127,7 @@ impl Entry {
             self.body.clone(),
             exchange,
             heuristic_max,
+            StoredVersion::new(),
         )
     }
 
@@ -261,6 +268,8 @@ impl ResponseStore {
             .weigher(move |k: &Key, e: &Arc<Entry>| {
                 e.size(k).max(floor).min(u32::MAX as u64) as u32
             })
+            // Evicted, replaced, invalidated, or refused admission: gone either way.
+            .eviction_listener(|_, e: Arc<Entry>, _| e.version.remove())
             .build_with_hasher(ahash::RandomState::new());
         ResponseStore {
             inner: Arc::new(Inner {
@@ -423,6 +432,7 @@ impl ResponseStore {
                     if v.secondaries.len() >= MAX_VARIANTS {
                         // One URL's variants are bounded too (random Accept-Language
                         // values): the newest is not stored.
+                        entry.version.remove();
                         return Arc::new(entry);
                     }
                     v.secondaries.push(key.secondary);
@@ -559,6 +569,7 @@ mod tests {
                 response_time: now,
             },
             Duration::ZERO,
+            StoredVersion::new(),
         )
     }
 

@@ -2,6 +2,7 @@
 
 use super::negotiate::Encoding;
 use crate::per_thread::{unshared, MAX_COPIED_BODY};
+use crate::upstream::StoredVersion;
 use bytes::Bytes;
 use http::HeaderValue;
 use std::collections::HashMap;
@@ -11,11 +12,14 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 /// A version of a resource in one coding: the resource (a hash of host, path and query),
-/// the inner response's strong `ETag`, and the coding.
+/// the version a response cache below stored ([`StoredVersion`]'s id, 0 for none), the
+/// inner response's strong `ETag` (which alone names the version when no cache stored it),
+/// and the coding.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub resource: u64,
-    pub etag: HeaderValue,
+    pub version: u64,
+    pub etag: Option<HeaderValue>,
     pub encoding: Encoding,
 }
 
@@ -25,17 +29,18 @@ pub(crate) struct Variant {
     /// `None` when encoding didn't make the body smaller: it is then sent as it is,
     /// without trying again.
     pub body: Option<Bytes>,
-    pub etag: HeaderValue,
+    /// The variant's own `ETag`, when the original has a strong one.
+    pub etag: Option<HeaderValue>,
     pub len: HeaderValue,
     /// Out of the store: threads' copies of it are not served again. Shared by the copies.
     gone: Arc<AtomicBool>,
 }
 
 impl Variant {
-    pub(crate) fn new(body: Option<Bytes>, etag: &HeaderValue, enc: Encoding) -> Variant {
+    pub(crate) fn new(body: Option<Bytes>, etag: Option<&HeaderValue>, enc: Encoding) -> Variant {
         Variant {
             len: HeaderValue::from(body.as_ref().map_or(0, |b| b.len())),
-            etag: variant_etag(etag, enc),
+            etag: etag.map(|e| variant_etag(e, enc)),
             body,
             gone: Arc::default(),
         }
@@ -46,7 +51,7 @@ impl Variant {
     fn private_copy(&self) -> Variant {
         Variant {
             body: self.body.as_deref().map(Bytes::copy_from_slice),
-            etag: unshared(&self.etag),
+            etag: self.etag.as_ref().map(unshared),
             len: unshared(&self.len),
             gone: self.gone.clone(),
         }
@@ -151,7 +156,7 @@ impl VariantCache {
             .max_capacity(max_bytes)
             .weigher(|k: &Key, v: &Arc<Variant>| {
                 let w = v.body.as_ref().map_or(0, |b| b.len() as u64)
-                    + k.etag.len() as u64
+                    + k.etag.as_ref().map_or(0, |e| e.len() as u64)
                     + ENTRY_OVERHEAD;
                 u32::try_from(w).unwrap_or(u32::MAX)
             })
@@ -220,7 +225,7 @@ impl VariantCache {
             local: local.clone(),
             touched_ms: std::cell::Cell::new(crate::clock::coarse_ms()),
         };
-        let bytes = body + key.etag.len() + ENTRY_OVERHEAD as usize;
+        let bytes = body + key.etag.as_ref().map_or(0, |e| e.len()) + ENTRY_OVERHEAD as usize;
         self.inner.copies.mine().insert(key.clone(), c, bytes);
         local
     }
@@ -247,8 +252,13 @@ impl VariantCache {
 
     /// The variant for `key`, made by `make` if no other request is making it already.
     /// A caller that waits and finds the maker gone (its request was dropped) makes it
-    /// itself.
-    pub(crate) async fn get_or_make<F>(&self, key: Key, make: F) -> Option<Arc<Variant>>
+    /// itself. A variant made from a cache's `stored` version leaves with that version.
+    pub(crate) async fn get_or_make<F>(
+        &self,
+        key: Key,
+        stored: Option<&StoredVersion>,
+        make: F,
+    ) -> Option<Arc<Variant>>
     where
         F: Future<Output = Option<Arc<Variant>>>,
     {
@@ -277,6 +287,16 @@ impl VariantCache {
                 let v = make.await;
                 if let Some(v) = &v {
                     self.inner.map.insert(key.clone(), v.clone());
+                    if let Some(stored) = stored {
+                        // Weak: a store outliving this cache (a reload) keeps nothing of it.
+                        let cache = Arc::downgrade(&self.inner);
+                        let key = key.clone();
+                        stored.on_removal(move || {
+                            if let Some(c) = cache.upgrade() {
+                                c.map.invalidate(&key);
+                            }
+                        });
+                    }
                 }
                 v
             })
@@ -344,7 +364,8 @@ mod tests {
     fn key(resource: u64) -> Key {
         Key {
             resource,
-            etag: HeaderValue::from_static("\"v1\""),
+            version: 0,
+            etag: Some(HeaderValue::from_static("\"v1\"")),
             encoding: Encoding::Gzip,
         }
     }
@@ -354,7 +375,7 @@ mod tests {
         let cache = VariantCache::new(1 << 20);
         let k = key(1);
         let body = Bytes::from_static(b"compressed bytes");
-        let stored = Arc::new(Variant::new(Some(body), &k.etag, k.encoding));
+        let stored = Arc::new(Variant::new(Some(body), k.etag.as_ref(), k.encoding));
         cache.inner.map.insert(k.clone(), stored.clone());
         let first = cache.lookup(&k).expect("a hit");
         // Nothing of the copy is counted by another thread's requests.
@@ -362,7 +383,7 @@ mod tests {
         let (a, b) = (first.body.as_ref(), stored.body.as_ref());
         assert_eq!(a, b);
         assert_ne!(a.map(|b| b.as_ptr()), b.map(|b| b.as_ptr()));
-        assert_eq!(first.etag, "\"v1-gzip\"");
+        assert_eq!(first.etag.as_ref().unwrap(), "\"v1-gzip\"");
         assert!(Arc::ptr_eq(&first, &cache.lookup(&k).expect("a hit")));
         assert_eq!(cache.hits(), 2);
         // Out of the store: the copy is not served either.

@@ -6,6 +6,7 @@ use super::negotiate::Encoding;
 use super::predicate::Predicate;
 use super::service::none_match_hits;
 use crate::siblings::Siblings;
+use crate::upstream::StoredVersion;
 use bytes::Bytes;
 use http::header::{ACCEPT_RANGES, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, VARY};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
@@ -146,15 +147,26 @@ where
 {
     let enc = ctx.encoding;
     let eligible = res.status() == StatusCode::OK && !res.headers().contains_key(CONTENT_ENCODING);
-    let strong = res
-        .headers()
-        .get(ETAG)
-        .filter(|e| eligible && ctx.cacheable && !e.as_bytes().starts_with(b"W/"))
-        .map(|etag| Key {
+    // A version is named by a response cache's stored entry, or else by a strong ETag.
+    let strong = if eligible && ctx.cacheable {
+        let etag = res
+            .headers()
+            .get(ETAG)
+            .filter(|e| !e.as_bytes().starts_with(b"W/"))
+            .cloned();
+        let version = res
+            .extensions()
+            .get::<StoredVersion>()
+            .map_or(0, StoredVersion::id);
+        (version != 0 || etag.is_some()).then_some(Key {
             resource: ctx.resource,
-            etag: etag.clone(),
+            version,
+            etag,
             encoding: enc,
-        });
+        })
+    } else {
+        None
+    };
     let sibling = if eligible {
         res.extensions()
             .get::<Arc<Siblings>>()
@@ -203,6 +215,7 @@ where
     // A body too large to hold is only sent encoded from a sibling.
     let compress = compress && fits;
     let settings = settings.clone();
+    let stored = res.extensions().get::<StoredVersion>().cloned();
     Next::Fill(Box::pin(async move {
         let (parts, body) = res.into_parts();
         let mut body = Some(body);
@@ -211,6 +224,7 @@ where
             .cache
             .get_or_make(
                 key.clone(),
+                stored.as_ref(),
                 make(
                     &settings,
                     &key,
@@ -262,7 +276,7 @@ where
             cache.count_sibling_read();
             return Some(Arc::new(Variant::new(
                 Some(Bytes::from(data)),
-                &key.etag,
+                key.etag.as_ref(),
                 enc,
             )));
         }
@@ -270,7 +284,7 @@ where
     if !compress {
         // No usable sibling, and the body is not to be encoded here: remember to send it
         // as it is, rather than look again on every request.
-        return Some(Arc::new(Variant::new(None, &key.etag, enc)));
+        return Some(Arc::new(Variant::new(None, key.etag.as_ref(), enc)));
     }
     let b = body.take()?;
     let data = match b.collect().await {
@@ -289,8 +303,10 @@ where
         .map_or(0, |b| b.len());
     match encoded {
         // Kept even when no smaller, marked so, so that the file isn't tried again.
-        Ok(Ok(e)) if e.len() < original => Some(Arc::new(Variant::new(Some(e), &key.etag, enc))),
-        Ok(Ok(_)) => Some(Arc::new(Variant::new(None, &key.etag, enc))),
+        Ok(Ok(e)) if e.len() < original => {
+            Some(Arc::new(Variant::new(Some(e), key.etag.as_ref(), enc)))
+        }
+        Ok(Ok(_)) => Some(Arc::new(Variant::new(None, key.etag.as_ref(), enc))),
         _ => None,
     }
 }
@@ -307,12 +323,16 @@ fn from_variant<B, P: Predicate>(
         return identity(Response::from_parts(parts, identity_body), ctx, settings);
     };
     let h = &mut parts.headers;
-    h.insert(ETAG, v.etag.clone());
+    // Without a strong ETag of its own (a cached response's variant), a weak one stays.
+    if let Some(e) = &v.etag {
+        h.insert(ETAG, e.clone());
+    }
     add_vary(h);
     if ctx
         .if_none_match
         .as_deref()
-        .is_some_and(|inm| none_match_hits(inm, &v.etag))
+        .zip(v.etag.as_ref())
+        .is_some_and(|(inm, e)| none_match_hits(inm, e))
     {
         // RFC 9110 §15.4.5: a 304 carries the validators and Vary, not the content's
         // metadata.
