@@ -77,7 +77,7 @@ http {
   }
 }
 NGINX
-nginx -c "$work/nginx.conf" > "$work/nginx.log" 2>&1 &
+nginx -c "$work/nginx.conf" -e "$work/nginx-error.log" > "$work/nginx.log" 2>&1 &
 pids+=($!)
 
 for port in $origin $gh $ngx; do

@@ -111,6 +111,10 @@ fn describe() {
         "gatehouse_cache_invalidated_total",
         "Stored responses removed by an unsafe method's success or a purge."
     );
+    describe_counter!(
+        "gatehouse_cache_disk_skipped_total",
+        "Stored responses not written to the disk tier because its write queue was full."
+    );
     describe_gauge!(
         "gatehouse_cache_bytes",
         Unit::Bytes,
@@ -238,7 +242,7 @@ impl Exporter {
                     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
                     const REQUESTS: &str = "gatehouse_cache_requests_total";
                     for (key, status, v) in [
-                        ("cache/hit", "hit", n(&st.hits)),
+                        ("cache/hit", "hit", st.hits.get()),
                         ("cache/miss", "miss", n(&st.misses)),
                         ("cache/stale", "stale", n(&st.stale)),
                         ("cache/revalidated", "revalidated", n(&st.revalidated)),
@@ -251,6 +255,7 @@ impl Exporter {
                         ("gatehouse_cache_coalesced_total", n(&st.coalesced)),
                         ("gatehouse_cache_stored_total", n(&st.stored)),
                         ("gatehouse_cache_invalidated_total", n(&st.invalidated)),
+                        ("gatehouse_cache_disk_skipped_total", n(&st.disk_skipped)),
                     ] {
                         carry(id, name, v, counter!(name, "route" => route.clone()));
                     }

@@ -292,7 +292,7 @@ fn the_access_log_and_metrics_say_what_the_cache_did() {
         .iter()
         .find_map(|(r, s)| (r == "api").then_some(s))
         .unwrap();
-    assert_eq!(store.stats().hits.load(Ordering::Relaxed), 1);
+    assert_eq!(store.stats().hits.get(), 1);
     assert_eq!(store.stats().misses.load(Ordering::Relaxed), 1);
     assert_eq!(store.stats().bypassed.load(Ordering::Relaxed), 1);
     assert_eq!(store.entry_count(), 0, "the DELETE removed it");
@@ -431,4 +431,68 @@ fn far_more_keys_than_fit_keep_memory_within_the_bound() {
         grown < 24 * 1024,
         "RSS grew {grown} KiB over 3,800 responses"
     );
+}
+
+/// Forward auth's `response_headers` (the user it names) join the key: one user's
+/// cached answer never reaches another, though their requests differ only by a cookie
+/// the cache does not key by.
+#[test]
+fn forward_auths_granted_fields_keep_users_apart() {
+    let auth = serve_axum(
+        loopback(),
+        axum::Router::new().fallback(|h: http::HeaderMap| async move {
+            let user = match h.get("cookie").and_then(|v| v.to_str().ok()) {
+                Some("session=a") => "alice",
+                Some("session=b") => "bob",
+                _ => {
+                    return http::Response::builder()
+                        .status(401)
+                        .body(String::new())
+                        .unwrap()
+                }
+            };
+            http::Response::builder()
+                .status(204)
+                .header("x-auth-user", user)
+                .body(String::new())
+                .unwrap()
+        }),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let up = serve_axum(
+        loopback(),
+        axum::Router::new().fallback(move |h: http::HeaderMap| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let user = h
+                    .get("x-auth-user")
+                    .map_or("nobody", |v| v.to_str().unwrap());
+                (
+                    [("cache-control", "max-age=60")],
+                    format!("the page of {user}"),
+                )
+            }
+        }),
+    );
+    let s = TestServer::start(
+        &std::env::temp_dir(),
+        &format!(
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n\
+             [routes.auth.forward]\nurl = \"http://{auth}/check\"\nresponse_headers = [\"x-auth-user\"]\n\
+             [routes.cache]\ncache_status_header = true\n"
+        ),
+    );
+    let as_user = |c: &str| s.get_with("/me", &format!("Cookie: session={c}\r\n"));
+    let a = as_user("a");
+    assert_eq!((a.status, a.text().as_str()), (200, "the page of alice"));
+    let b = as_user("b");
+    assert_eq!((b.status, b.text().as_str()), (200, "the page of bob"));
+    let again = as_user("a");
+    assert_eq!(again.text(), "the page of alice");
+    assert_eq!(again.header("cache-status"), Some("gatehouse; hit"));
+    assert_eq!(as_user("b").text(), "the page of bob");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(s.get("/me").status, 401);
 }

@@ -68,7 +68,11 @@ pub mod open_file_cache;
 pub mod path;
 #[cfg(any(feature = "redirect", feature = "rewrite"))]
 pub mod path_match;
-#[cfg(any(feature = "open-file-cache", feature = "precompress"))]
+#[cfg(any(
+    feature = "open-file-cache",
+    feature = "precompress",
+    feature = "cache"
+))]
 mod per_thread;
 #[cfg(feature = "precompress")]
 pub mod precompress;

@@ -42,10 +42,17 @@ impl CacheStatus {
     }
 }
 
+/// Put in a request's extensions by a layer that will use the [`StoredVersion`] of a
+/// response served from a cache below it (the compression layer, when it may compress):
+/// without it the cache leaves the version out of its hits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StoredVersionWanted;
+
 type Removal = Box<dyn FnOnce() + Send>;
 
 /// One stored version of a response, put in the extensions of a response a cache serves
-/// from its store (or is filing into it) by [`cache`](crate::cache). A layer above that keeps
+/// from its store (when a request asked with [`StoredVersionWanted`]), or is filing into
+/// it, by [`cache`](crate::cache). A layer above that keeps
 /// something made from the body keys it by [`id`](Self::id) and drops it
 /// [`on_removal`](Self::on_removal): the compression layer's variants of a cached response
 /// are made once and leave memory with the entry, whether it is evicted, replaced, purged

@@ -619,6 +619,47 @@ async fn a_thousand_concurrent_misses_make_one_upstream_request() {
     );
 }
 
+/// A popular entry going stale: the requests that find it so wait for one revalidation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_for_a_stale_entry_make_one_revalidation() {
+    let mut o = Origin::new();
+    o.delay = Duration::from_millis(200);
+    o.set(|req| {
+        let mut res = Response::new(Full::new(Bytes::from_static(b"body")));
+        if req.headers().contains_key("if-none-match") {
+            *res.status_mut() = StatusCode::NOT_MODIFIED;
+        }
+        let h = res.headers_mut();
+        h.insert("cache-control", "max-age=1".parse().unwrap());
+        h.insert("etag", "\"v1\"".parse().unwrap());
+        Ok(res)
+    });
+    let c = cache(&o, CacheLayer::new());
+    assert_eq!(
+        get(&c, "GET", "/hot", &[]).await.cache,
+        Some(CacheStatus::Miss)
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut tasks = Vec::new();
+    for _ in 0..200 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(
+            async move { get(&c, "GET", "/hot", &[]).await },
+        ));
+    }
+    let mut statuses = std::collections::HashMap::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!((r.status, &r.body[..]), (StatusCode::OK, &b"body"[..]));
+        *statuses.entry(r.cache).or_insert(0) += 1;
+    }
+    assert_eq!(o.calls(), 2, "{statuses:?}");
+    assert_eq!(statuses[&Some(CacheStatus::Revalidated)], 1, "{statuses:?}");
+    assert_eq!(statuses[&Some(CacheStatus::Hit)], 199, "{statuses:?}");
+    assert!(o.last().contains_key("if-none-match"));
+    assert_eq!(c.store().flights_in_progress(), 0);
+}
+
 async fn futures_join(c: &Cache<Origin>, n: usize) -> Vec<Got> {
     let mut tasks = Vec::new();
     for _ in 0..n {

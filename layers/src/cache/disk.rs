@@ -36,6 +36,24 @@ pub(crate) struct DiskTier {
     max_bytes: u64,
     index: Mutex<Index>,
     clock: AtomicU64,
+    /// Bytes of entries waiting on the blocking pool to be written ([`DiskTier::queue`]).
+    queued: AtomicU64,
+}
+
+/// Bytes of entries that may wait to be written at once: past it (a disk slower than the
+/// misses), an entry is kept in memory only, rather than queue without end.
+const MAX_QUEUED_BYTES: u64 = 64 << 20;
+
+/// A write's share of the queue, given back when it is done or dropped.
+pub(crate) struct Queued {
+    tier: Arc<DiskTier>,
+    bytes: u64,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.tier.queued.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 #[derive(Default)]
@@ -112,6 +130,7 @@ impl DiskTier {
             max_bytes,
             index: Mutex::default(),
             clock: AtomicU64::new(1),
+            queued: AtomicU64::new(0),
         };
         let mut index = Index::default();
         for e in std::fs::read_dir(dir)? {
@@ -188,6 +207,24 @@ impl DiskTier {
                 None
             }
         }
+    }
+
+    /// Room in the write queue for `bytes`, if there is that much left. Each write counts
+    /// at least 4 KiB, so that many small ones are bounded too.
+    pub(crate) fn queue(self: &Arc<Self>, bytes: u64) -> Option<Queued> {
+        let bytes = bytes.max(4096);
+        let before = self.queued.fetch_add(bytes, Ordering::AcqRel);
+        let q = Queued {
+            tier: self.clone(),
+            bytes,
+        };
+        (before + bytes <= MAX_QUEUED_BYTES).then_some(q)
+    }
+
+    /// Bytes waiting to be written now.
+    #[cfg(test)]
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.queued.load(Ordering::Acquire)
     }
 
     /// A number to give [`DiskTier::store`] for a write decided now.
@@ -516,6 +553,22 @@ mod tests {
             primary: p.into(),
             secondary: s,
         }
+    }
+
+    #[test]
+    fn the_write_queue_is_bounded_and_given_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = Arc::new(DiskTier::open(dir.path(), 1 << 30).unwrap());
+        let held: Vec<_> = (0..64)
+            .map(|_| tier.queue(1 << 20).expect("room"))
+            .collect();
+        assert!(tier.queue(1).is_none());
+        assert_eq!(tier.queued_bytes(), 64 << 20);
+        drop(held);
+        assert_eq!(tier.queued_bytes(), 0);
+        let small = tier.queue(1).expect("room");
+        assert_eq!(tier.queued_bytes(), 4096, "a write counts at least 4 KiB");
+        drop(small);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use super::key;
 use super::layer::Settings;
 use super::policy::{self, CacheControl, Exchange, StoreOptions, Use};
 use super::store::{Entry, Joined, Key, KeyRef};
-use crate::upstream::{CacheStatus, StoredVersion};
+use crate::upstream::{CacheStatus, StoredVersion, StoredVersionWanted};
 use bytes::{Bytes, BytesMut};
 use http::header::{
     AGE, AUTHORIZATION, CONTENT_LENGTH, CONTENT_LOCATION, CONTENT_RANGE, DATE, ETAG, IF_MATCH,
@@ -115,8 +115,16 @@ where
             // A fresh hit, the common case, answers without making an owned key.
             let (age, usable) = usable_now(s, &e, &req_cc);
             if usable == Use::Serve {
-                bump(&stats.hits);
-                let res = respond(s, &e, head, req.headers(), age, CacheStatus::Hit);
+                stats.hits.add(1);
+                let res = respond(
+                    s,
+                    &e,
+                    head,
+                    req.headers(),
+                    age,
+                    CacheStatus::Hit,
+                    wanted(&req),
+                );
                 return ResponseFuture::ready(res);
             }
             let key = Key {
@@ -185,8 +193,16 @@ where
     let (age, usable) = usable_now(s, &e, &req_cc);
     match usable {
         Use::Serve => {
-            bump(&stats.hits);
-            ResponseFuture::ready(respond(s, &e, head, req.headers(), age, CacheStatus::Hit))
+            stats.hits.add(1);
+            ResponseFuture::ready(respond(
+                s,
+                &e,
+                head,
+                req.headers(),
+                age,
+                CacheStatus::Hit,
+                wanted(&req),
+            ))
         }
         Use::OnlyIfCached => ResponseFuture::ready(not_cached(s)),
         Use::Revalidate {
@@ -194,7 +210,15 @@ where
             ..
         } => {
             bump(&stats.stale);
-            let res = respond(s, &e, head, req.headers(), age, CacheStatus::Stale);
+            let res = respond(
+                s,
+                &e,
+                head,
+                req.headers(),
+                age,
+                CacheStatus::Stale,
+                wanted(&req),
+            );
             if let (Ok(rt), false) = (tokio::runtime::Handle::try_current(), head) {
                 if let Joined::Lead(flight) = s.store.join(&key) {
                     rt.spawn(refresh(inner.clone(), req, s.clone(), key, e, flight));
@@ -205,17 +229,21 @@ where
         Use::Revalidate { if_error, .. } => {
             let inner = take(inner);
             let stale = Some((e, if_error));
-            ResponseFuture::boxed(Box::pin(fetch(
+            ResponseFuture::boxed(Box::pin(revalidate(
                 inner,
                 req,
                 s.clone(),
                 key,
                 req_cc,
                 stale,
-                None,
             )))
         }
     }
+}
+
+/// Whether a layer above asked for the [`StoredVersion`] of what is served from the store.
+fn wanted<B>(req: &Request<B>) -> bool {
+    req.extensions().get::<StoredVersionWanted>().is_some()
 }
 
 /// The Service made ready, for a future that outlives this call; a clone stays.
@@ -274,31 +302,86 @@ where
     if s.lock && req.method() == Method::GET && !req_cc.no_store {
         match s.store.join(&key) {
             Joined::Lead(f) => flight = Some(f),
-            Joined::Wait(mut rx) => {
-                bump(&s.store.stats().coalesced);
-                let _ = tokio::time::timeout(s.lock_timeout, rx.changed()).await;
-                // The response may have had a Vary: the key is looked up anew.
-                let key = lookup_key(&s, &req);
-                if let Some(e) = s.store.get(&key) {
-                    let age = e.age(SystemTime::now());
-                    let ok = policy::usable(
-                        age,
-                        e.lifetime,
-                        &req_cc,
-                        &e.cc,
-                        Duration::ZERO,
-                        Duration::ZERO,
-                    );
-                    if ok == Use::Serve {
-                        bump(&s.store.stats().hits);
-                        return Ok(respond(&s, &e, false, req.headers(), age, CacheStatus::Hit));
-                    }
+            Joined::Wait(rx) => {
+                wait(&s, rx).await;
+                if let Some(res) = stored_for(&s, &req, &req_cc) {
+                    return Ok(res);
                 }
-                // Not stored (or the wait timed out): this request goes itself.
             }
         }
     }
     fetch(inner, req, s, key, req_cc, None, flight).await
+}
+
+/// Waits for another request's fetch of the key, up to the lock timeout; then
+/// [`stored_for`] tells whether it stored what this request may use, or it goes itself.
+async fn wait(s: &Settings, mut rx: tokio::sync::watch::Receiver<()>) {
+    bump(&s.store.stats().coalesced);
+    let _ = tokio::time::timeout(s.lock_timeout, rx.changed()).await;
+}
+
+/// What the fetch a request waited for stored, if it is fresh enough for the request.
+fn stored_for<ReqB, B>(
+    s: &Settings,
+    req: &Request<ReqB>,
+    req_cc: &CacheControl,
+) -> Option<Response<CacheBody<B>>> {
+    // The response may have had a Vary: the key is looked up anew.
+    let key = lookup_key(s, req);
+    let e = s.store.get(&key)?;
+    let age = e.age(SystemTime::now());
+    let ok = policy::usable(
+        age,
+        e.lifetime,
+        req_cc,
+        &e.cc,
+        Duration::ZERO,
+        Duration::ZERO,
+    );
+    if ok != Use::Serve {
+        return None;
+    }
+    s.store.stats().hits.add(1);
+    let w = wanted(req);
+    Some(respond(
+        s,
+        &e,
+        false,
+        req.headers(),
+        age,
+        CacheStatus::Hit,
+        w,
+    ))
+}
+
+/// A stale entry that must be revalidated before use: as for a miss, one GET per key goes
+/// upstream and the others wait for its 304 or 200, so that a popular entry going stale
+/// sends one request upstream, not one per client.
+async fn revalidate<S, ReqB, B>(
+    inner: S,
+    req: Request<ReqB>,
+    s: Arc<Settings>,
+    key: Key,
+    req_cc: CacheControl,
+    stale: Option<(Arc<Entry>, bool)>,
+) -> Result<Response<CacheBody<B>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes>,
+{
+    let mut flight = None;
+    if s.lock && req.method() == Method::GET && !req_cc.no_store {
+        match s.store.join(&key) {
+            Joined::Lead(f) => flight = Some(f),
+            Joined::Wait(rx) => {
+                wait(&s, rx).await;
+                if let Some(res) = stored_for(&s, &req, &req_cc) {
+                    return Ok(res);
+                }
+            }
+        }
+    }
+    fetch(inner, req, s, key, req_cc, stale, flight).await
 }
 
 /// The validators of a stored response, as the request's conditions (§4.3.1), in place
@@ -344,6 +427,7 @@ where
 {
     let stats = s.store.stats();
     let head = req.method() == Method::HEAD;
+    let version_wanted = wanted(&req);
     let asked = req.headers().clone();
     let validating = stale.as_ref().filter(|(e, _)| has_validator(e)).is_some();
     if let (Some((e, _)), true) = (&stale, validating) {
@@ -360,7 +444,16 @@ where
         (Err(_), Some((e, true))) => {
             bump(&stats.stale);
             let age = e.age(SystemTime::now());
-            return Ok(stale_for_error(&s, e, head, &asked, age, "error"));
+            let why = "error";
+            return Ok(stale_for_error(
+                &s,
+                e,
+                head,
+                &asked,
+                age,
+                why,
+                version_wanted,
+            ));
         }
         (Err(err), _) => return Err(err),
     };
@@ -371,7 +464,8 @@ where
             let updated = store_updated(&s, key, &asked, &req_cc, updated);
             bump(&stats.revalidated);
             let age = updated.age(SystemTime::now());
-            let mut out = respond(&s, &updated, head, &asked, age, CacheStatus::Revalidated);
+            let status = CacheStatus::Revalidated;
+            let mut out = respond(&s, &updated, head, &asked, age, status, version_wanted);
             // The 304's cookies are this client's: sent to it, never stored.
             for c in res.headers().get_all(http::header::SET_COOKIE) {
                 out.headers_mut()
@@ -382,7 +476,16 @@ where
         if *if_error && is_error(status) {
             bump(&stats.stale);
             let age = e.age(SystemTime::now());
-            return Ok(stale_for_error(&s, e, head, &asked, age, status.as_str()));
+            let why = status.as_str();
+            return Ok(stale_for_error(
+                &s,
+                e,
+                head,
+                &asked,
+                age,
+                why,
+                version_wanted,
+            ));
         }
     }
     bump(&stats.misses);
@@ -449,8 +552,9 @@ fn stale_for_error<B>(
     asked: &HeaderMap,
     age: Duration,
     why: &str,
+    version_wanted: bool,
 ) -> Response<CacheBody<B>> {
-    let mut res = respond(s, e, head, asked, age, CacheStatus::Stale);
+    let mut res = respond(s, e, head, asked, age, CacheStatus::Stale, version_wanted);
     if s.cache_status {
         // respond() marked it a hit: say it stood in for a failed forward.
         res.headers_mut().remove("cache-status");
@@ -658,13 +762,16 @@ pub(crate) fn respond<B>(
     asked: &HeaderMap,
     age: Duration,
     status: CacheStatus,
+    version_wanted: bool,
 ) -> Response<CacheBody<B>> {
     let mut res = Response::new(CacheBody::empty());
     *res.status_mut() = e.status;
     *res.headers_mut() = e.headers.clone();
     res.headers_mut()
         .insert(AGE, HeaderValue::from(age.as_secs()));
-    if !e.version.is_removed() {
+    // Only when a layer above asked: a clone on every hit writes a count every core's
+    // hits share.
+    if version_wanted && !e.version.is_removed() {
         res.extensions_mut().insert(e.version.clone());
     }
     let detail = match status {

@@ -1,6 +1,7 @@
 //! Stored responses, in memory, bounded by bytes and by entries.
 
 use super::policy::{self, CacheControl, Exchange};
+use crate::per_thread::{unshared, PerThread, MAX_COPIED_BODY};
 use crate::upstream::StoredVersion;
 use bytes::Bytes;
 use http::header::HeaderName;
@@ -48,8 +49,11 @@ pub(crate) struct Entry {
     /// every hit.
     initial_age: Duration,
     /// Marked removed when the entry leaves the store, which drops what layers above made
-    /// from it (compressed variants).
+    /// from it (compressed variants), and threads' copies of it.
     pub version: StoredVersion,
+    /// When it last answered from the shared map ([`crate::clock::coarse_ms`]): twice
+    /// within [`HOT_MS`] and the thread copies it.
+    shared_at: AtomicU64,
 }
 
 impl Entry {
@@ -79,6 +83,27 @@ impl Entry {
             lifetime,
             initial_age,
             version,
+            shared_at: AtomicU64::new(0),
+        }
+    }
+
+    /// A copy whose fields and body share no reference count with this one (its version
+    /// is shared, and only read).
+    fn private_copy(&self) -> Entry {
+        let mut headers = HeaderMap::with_capacity(self.headers.len());
+        for (n, v) in &self.headers {
+            headers.append(n.clone(), unshared(v));
+        }
+        Entry {
+            status: self.status,
+            headers,
+            body: Bytes::copy_from_slice(&self.body),
+            exchange: self.exchange,
+            cc: self.cc.clone(),
+            lifetime: self.lifetime,
+            initial_age: self.initial_age,
+            version: self.version.clone(),
+            shared_at: AtomicU64::new(0),
         }
     }
 
@@ -149,6 +174,20 @@ const ENTRY_OVERHEAD: u64 = 768;
 /// Per field: the map's bucket and the value's own allocation.
 const FIELD_OVERHEAD: usize = 96;
 
+/// An entry served from the shared map twice within this many milliseconds is hot: each
+/// thread then serves its own copy, whose counts no other core writes (as the open-file
+/// cache's). A cold one (cache-cold's 50,000 keys) would only pay for the copy.
+const HOT_MS: u64 = 10;
+
+/// A thread's copy of a hot entry, with its key (the copies are filed by the key's hash),
+/// and when this thread last told the shared map it was used.
+struct ThreadCopy {
+    primary: Arc<str>,
+    secondary: u64,
+    local: Arc<Entry>,
+    touched_ms: std::cell::Cell<u64>,
+}
+
 /// Which request fields the responses under a primary key vary on, and the secondary
 /// keys stored under it, so that an invalidation or purge reaches every variant.
 #[derive(Debug, Default)]
@@ -163,7 +202,8 @@ const MAX_VARIANTS: usize = 256;
 /// Counts for the metrics; each only grows.
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub hits: AtomicU64,
+    /// Per thread slot: a hit writes no line another core's hits write.
+    pub hits: crate::tally::Tally,
     pub misses: AtomicU64,
     pub stale: AtomicU64,
     pub revalidated: AtomicU64,
@@ -174,6 +214,8 @@ pub struct Stats {
     pub stored: AtomicU64,
     /// Entries removed by an unsafe method's success or a purge.
     pub invalidated: AtomicU64,
+    /// Entries kept in memory only because the disk tier's write queue was full.
+    pub disk_skipped: AtomicU64,
 }
 
 /// A route's stored responses: moka's map (TinyLFU admission, LRU eviction, as the
@@ -203,6 +245,9 @@ struct Inner {
     disk: Option<Arc<super::disk::DiskTier>>,
     /// Bytes of responses being copied in, at most `max_bytes` in all.
     filling: AtomicU64,
+    /// Each thread's copies of the hot entries it served, filed by their key's hash.
+    copies: PerThread<u64, ThreadCopy, ahash::RandomState>,
+    keys: ahash::RandomState,
 }
 
 /// A fetch this request leads: other requests for the key wait until it is dropped
@@ -285,6 +330,10 @@ impl ResponseStore {
                 id: IDS.fetch_add(1, Ordering::Relaxed),
                 disk,
                 filling: AtomicU64::new(0),
+                copies: PerThread::with_max_bytes(
+                    usize::try_from(max_bytes / 8).unwrap_or(usize::MAX),
+                ),
+                keys: ahash::RandomState::new(),
             }),
         }
     }
@@ -375,8 +424,50 @@ impl ResponseStore {
         self.inner.map.get(key)
     }
 
+    /// The entry for a request's key: this thread's copy of it when it is hot.
     pub(crate) fn get_ref(&self, key: &KeyRef<'_>) -> Option<Arc<Entry>> {
-        self.inner.map.get(key)
+        let hash = self.inner.keys.hash_one(key);
+        {
+            let mut mine = self.inner.copies.mine();
+            if let Some(c) = mine.get(&hash) {
+                if !c.local.version.is_removed()
+                    && c.secondary == key.secondary
+                    && *c.primary == *key.primary
+                {
+                    let now = crate::clock::coarse_ms();
+                    if now.saturating_sub(c.touched_ms.get()) >= 1000 {
+                        // Once a second, so that eviction still sees it used.
+                        c.touched_ms.set(now);
+                        let _ = self.inner.map.get(key);
+                    }
+                    return Some(c.local.clone());
+                }
+                mine.remove(&hash);
+            }
+        }
+        let e = self.inner.map.get(key)?;
+        let now = crate::clock::coarse_ms();
+        let hot = now.saturating_sub(e.shared_at.swap(now, Ordering::Relaxed)) <= HOT_MS;
+        if !hot || e.body.len() > MAX_COPIED_BODY {
+            return Some(e);
+        }
+        let local = Arc::new(e.private_copy());
+        let key = Key {
+            primary: key.primary.into(),
+            secondary: key.secondary,
+        };
+        let bytes = e.size(&key);
+        let copy = ThreadCopy {
+            primary: key.primary,
+            secondary: key.secondary,
+            local: local.clone(),
+            touched_ms: std::cell::Cell::new(now),
+        };
+        self.inner
+            .copies
+            .mine()
+            .insert(hash, copy, usize::try_from(bytes).unwrap_or(usize::MAX));
+        Some(local)
     }
 
     /// Stores `entry` under `key`; `vary` is what its response's `Vary` names. With a disk
@@ -386,9 +477,19 @@ impl ResponseStore {
         let disk_copy = disk.as_ref().map(|_| (key.clone(), vary.clone()));
         let entry = self.insert_memory(key, vary, entry);
         if let (Some(disk), Some((key, vary))) = (disk, disk_copy) {
+            let Some(queued) = disk.queue(entry.body.len() as u64) else {
+                self.inner
+                    .stats
+                    .disk_skipped
+                    .fetch_add(1, Ordering::Relaxed);
+                return entry;
+            };
             let e = entry.clone();
             let ticket = disk.ticket();
-            let write = move || disk.store(&key, &vary, &e, ticket);
+            let write = move || {
+                disk.store(&key, &vary, &e, ticket);
+                drop(queued);
+            };
             match tokio::runtime::Handle::try_current() {
                 Ok(rt) => {
                     rt.spawn_blocking(write);
@@ -578,6 +679,46 @@ mod tests {
             primary: p.into(),
             secondary: 0,
         }
+    }
+
+    #[test]
+    fn a_hot_entry_is_copied_for_its_thread_and_goes_with_the_entry() {
+        let s = ResponseStore::new(1 << 20, 1000);
+        let k = key("GET http://h/hot");
+        let r = KeyRef {
+            primary: &k.primary,
+            secondary: 0,
+        };
+        s.insert(k.clone(), vec![], entry(100));
+        let shared = s.get_ref(&r).unwrap();
+        // Hot once asked twice within HOT_MS (a loaded machine may take a few tries).
+        let copy = (0..1000)
+            .map(|_| s.get_ref(&r).unwrap())
+            .find(|e| !Arc::ptr_eq(e, &shared))
+            .expect("a thread copy");
+        assert_ne!(copy.body.as_ptr(), shared.body.as_ptr());
+        assert_eq!(copy.body, shared.body);
+        let (a, b) = (
+            &copy.headers["cache-control"],
+            &shared.headers["cache-control"],
+        );
+        assert_eq!(a, b);
+        assert_ne!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr());
+        assert!(Arc::ptr_eq(&copy, &s.get_ref(&r).unwrap()));
+        assert_eq!(s.stats().hits.get(), 0, "the store counts no hits itself");
+        // Purged: the copy is not served either.
+        assert_eq!(s.invalidate("GET http://h/hot"), 1);
+        assert!(s.get_ref(&r).is_none());
+        // A new entry under the key replaces the copy too.
+        s.insert(k.clone(), vec![], entry(100));
+        let fresh = s.get_ref(&r).unwrap();
+        let second = (0..1000)
+            .map(|_| s.get_ref(&r).unwrap())
+            .find(|e| !Arc::ptr_eq(e, &fresh))
+            .expect("a thread copy");
+        assert!(Arc::ptr_eq(&second, &s.get_ref(&r).unwrap()));
+        s.insert(k.clone(), vec![], entry(7));
+        assert_eq!(s.get_ref(&r).unwrap().body.len(), 7);
     }
 
     #[test]

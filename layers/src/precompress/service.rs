@@ -110,6 +110,9 @@ fn prepare<P, B>(
             req.headers_mut().remove(IF_RANGE);
         }
         if_none_match = split_if_none_match(req.headers_mut());
+        // A response cache below names the version its variants are made from.
+        req.extensions_mut()
+            .insert(crate::upstream::StoredVersionWanted);
     }
     let resource = resource_hash(&req, settings.key_by_path);
     Ok((
