@@ -52,27 +52,39 @@ type Removal = Box<dyn FnOnce() + Send>;
 
 /// One stored version of a response, put in the extensions of a response a cache serves
 /// from its store (when a request asked with [`StoredVersionWanted`]), or is filing into
-/// it, by [`cache`](crate::cache). A layer above that keeps
-/// something made from the body keys it by [`id`](Self::id) and drops it
-/// [`on_removal`](Self::on_removal): the compression layer's variants of a cached response
-/// are made once and leave memory with the entry, whether it is evicted, replaced, purged
-/// or invalidated. Clones share the version.
+/// it, by [`cache`](crate::cache). A layer above that keeps something made from the body
+/// keys it by [`id`](Self::id) and drops it [`on_removal`](Self::on_removal): the
+/// compression layer's variants of a cached response are made once and leave memory with
+/// the entry, whether it is evicted, replaced, purged or invalidated. A 304 that confirms
+/// the body keeps the version. Clones share the version.
 #[derive(Clone)]
 pub struct StoredVersion(Arc<VersionInner>);
 
 struct VersionInner {
     id: u64,
     removed: AtomicBool,
-    on_removal: Mutex<Vec<Removal>>,
+    state: Mutex<VersionState>,
+}
+
+struct VersionState {
+    /// Stored entries (or a copy on its way in) that are this version: a revalidated
+    /// entry and the one it replaces are the same body.
+    holders: usize,
+    /// What runs on removal, each under a tag that registers it once.
+    on_removal: Vec<(u64, Removal)>,
 }
 
 impl StoredVersion {
-    /// A version no other has the id of, in this process.
-    pub fn new() -> Self {
+    /// A version no other has the id of, in this process, with one holder.
+    #[cfg_attr(not(feature = "cache"), allow(dead_code))]
+    pub(crate) fn new() -> Self {
         StoredVersion(Arc::new(VersionInner {
             id: crate::tally::next_id(),
             removed: AtomicBool::new(false),
-            on_removal: Mutex::new(Vec::new()),
+            state: Mutex::new(VersionState {
+                holders: 1,
+                on_removal: Vec::new(),
+            }),
         }))
     }
 
@@ -85,36 +97,57 @@ impl StoredVersion {
         self.0.removed.load(Ordering::Acquire)
     }
 
-    /// Runs `f` once the entry leaves its store, or now if it has already left.
-    pub fn on_removal(&self, f: impl FnOnce() + Send + 'static) {
-        let mut pending = self.0.on_removal.lock().unwrap_or_else(|e| e.into_inner());
+    fn state(&self) -> std::sync::MutexGuard<'_, VersionState> {
+        self.0.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` once the entry leaves its store, or now if it has already left. A second
+    /// `f` under the same `tag` (the same thing made again) is not kept: the first does it.
+    pub fn on_removal(&self, tag: u64, f: impl FnOnce() + Send + 'static) {
+        let mut g = self.state();
         // Read under the lock that `remove` takes: `f` is either queued before `remove`
         // drains the queue, or sees `removed` set and runs here.
         if self.is_removed() {
-            drop(pending);
-            f();
-        } else {
-            pending.push(Box::new(f));
+            drop(g);
+            run(Box::new(f));
+        } else if !g.on_removal.iter().any(|(t, _)| *t == tag) {
+            g.on_removal.push((tag, Box::new(f)));
         }
     }
 
-    /// The entry has left its store: runs what was waiting for that, once.
-    pub fn remove(&self) {
+    /// One more stored entry is this version (a 304 confirmed its body).
+    #[cfg_attr(not(feature = "cache"), allow(dead_code))]
+    pub(crate) fn share(&self) -> StoredVersion {
+        let mut g = self.state();
+        // Once removed it stays removed: the new holder is not counted.
+        if !self.is_removed() {
+            g.holders += 1;
+        }
+        self.clone()
+    }
+
+    /// A holder has left the store; with the last, what was waiting runs, once.
+    #[cfg_attr(not(feature = "cache"), allow(dead_code))]
+    pub(crate) fn remove(&self) {
         let pending = {
-            let mut g = self.0.on_removal.lock().unwrap_or_else(|e| e.into_inner());
+            let mut g = self.state();
+            g.holders = g.holders.saturating_sub(1);
+            if g.holders > 0 || self.is_removed() {
+                return;
+            }
             self.0.removed.store(true, Ordering::Release);
-            std::mem::take(&mut *g)
+            std::mem::take(&mut g.on_removal)
         };
-        for f in pending {
-            f();
+        for (_, f) in pending {
+            run(f);
         }
     }
 }
 
-impl Default for StoredVersion {
-    fn default() -> Self {
-        Self::new()
-    }
+/// A removal that panicked must not stop the others, nor the store's eviction listener
+/// (moka turns a listener that panics off for good).
+fn run(f: Removal) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
 }
 
 impl std::fmt::Debug for StoredVersion {
@@ -137,18 +170,30 @@ mod tests {
         let runs = Arc::new(AtomicUsize::new(0));
         let v = StoredVersion::new();
         assert_ne!(v.id(), StoredVersion::new().id());
-        let r = runs.clone();
-        v.on_removal(move || {
-            r.fetch_add(1, Ordering::Relaxed);
-        });
-        assert_eq!(runs.load(Ordering::Relaxed), 0);
-        v.clone().remove();
+        let add = |n: usize| {
+            let r = runs.clone();
+            move || {
+                r.fetch_add(n, Ordering::Relaxed);
+            }
+        };
+        v.on_removal(1, add(1));
+        v.on_removal(1, add(100)); // the same tag again: not kept
+        v.on_removal(2, || panic!("a removal that fails"));
+        v.on_removal(3, add(1000));
+        // A 304 kept the body: two holders, and the first leaving removes nothing.
+        let kept = v.share();
         v.remove();
-        assert_eq!(runs.load(Ordering::Relaxed), 1);
-        let r = runs.clone();
-        v.on_removal(move || {
-            r.fetch_add(10, Ordering::Relaxed);
-        });
-        assert_eq!(runs.load(Ordering::Relaxed), 11);
+        assert!(!kept.is_removed());
+        assert_eq!(runs.load(Ordering::Relaxed), 0);
+        kept.remove();
+        assert!(v.is_removed());
+        assert_eq!(runs.load(Ordering::Relaxed), 1001);
+        v.remove();
+        assert_eq!(runs.load(Ordering::Relaxed), 1001);
+        v.on_removal(1, add(10));
+        assert_eq!(runs.load(Ordering::Relaxed), 1011);
+        // Shared after removal: still removed.
+        v.share();
+        assert!(v.is_removed());
     }
 }

@@ -658,6 +658,38 @@ async fn concurrent_requests_for_a_stale_entry_make_one_revalidation() {
     assert_eq!(statuses[&Some(CacheStatus::Hit)], 199, "{statuses:?}");
     assert!(o.last().contains_key("if-none-match"));
     assert_eq!(c.store().flights_in_progress(), 0);
+
+    // An entry that must be revalidated every time is not waited for: the requests go
+    // upstream side by side, not one after the other.
+    o.set(|req| {
+        let mut res = Response::new(Full::new(Bytes::from_static(b"body")));
+        if req.headers().contains_key("if-none-match") {
+            *res.status_mut() = StatusCode::NOT_MODIFIED;
+        }
+        let h = res.headers_mut();
+        h.insert("cache-control", "no-cache".parse().unwrap());
+        h.insert("etag", "\"v1\"".parse().unwrap());
+        Ok(res)
+    });
+    get(&c, "GET", "/always", &[]).await;
+    let before = o.calls();
+    let t0 = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(
+            async move { get(&c, "GET", "/always", &[]).await },
+        ));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().cache, Some(CacheStatus::Revalidated));
+    }
+    assert_eq!(o.calls() - before, 10);
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
 }
 
 async fn futures_join(c: &Cache<Origin>, n: usize) -> Vec<Got> {
@@ -977,6 +1009,28 @@ async fn compressed_variants_are_made_once_and_leave_with_their_entry() {
     assert_eq!(variants.entry_count(), 0);
     assert_eq!(fetch("/page").await, text);
     assert_eq!((o.calls(), variants.encodings()), (2, 2));
+
+    // Revalidated with a 304: the same body, and its variants stay.
+    o.set(move |req| {
+        let mut res = Response::new(Full::new(Bytes::from(
+            "a page revalidated, compressed once. ".repeat(200),
+        )));
+        if req.headers().contains_key("if-none-match") {
+            *res.status_mut() = StatusCode::NOT_MODIFIED;
+        }
+        let h = res.headers_mut();
+        h.insert("cache-control", "max-age=1".parse().unwrap());
+        h.insert("content-type", "text/html".parse().unwrap());
+        h.insert("etag", "\"r1\"".parse().unwrap());
+        Ok(res)
+    });
+    let revalidated = "a page revalidated, compressed once. ".repeat(200);
+    assert_eq!(fetch("/r").await, revalidated);
+    let made = variants.encodings();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(fetch("/r").await, revalidated);
+    assert!(o.last().contains_key("if-none-match"), "a revalidation");
+    assert_eq!(variants.encodings(), made, "no new compression after a 304");
 
     // Evicted: the store holds 4 entries, and others push this one out.
     for i in 0..40 {

@@ -112,7 +112,7 @@ impl Fill {
             std::mem::take(&mut self.buf).freeze(),
             self.exchange,
             self.heuristic_max,
-            self.version.take().unwrap_or_default(),
+            self.version.take().unwrap_or_else(StoredVersion::new),
         );
         let vary = std::mem::take(&mut self.vary);
         self.store.insert(self.key.clone(), vary, entry);

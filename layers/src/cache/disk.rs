@@ -218,7 +218,8 @@ impl DiskTier {
             tier: self.clone(),
             bytes,
         };
-        (before + bytes <= MAX_QUEUED_BYTES).then_some(q)
+        // Alone in the queue, any one entry is written, however large.
+        (before == 0 || before + bytes <= MAX_QUEUED_BYTES).then_some(q)
     }
 
     /// Bytes waiting to be written now.
@@ -559,6 +560,9 @@ mod tests {
     fn the_write_queue_is_bounded_and_given_back() {
         let dir = tempfile::tempdir().unwrap();
         let tier = Arc::new(DiskTier::open(dir.path(), 1 << 30).unwrap());
+        let big = tier.queue(100 << 20).expect("alone, any size");
+        assert!(tier.queue(1).is_none());
+        drop(big);
         let held: Vec<_> = (0..64)
             .map(|_| tier.queue(1 << 20).expect("room"))
             .collect();

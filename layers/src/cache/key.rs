@@ -137,8 +137,15 @@ pub(crate) fn secondary(headers: &HeaderMap, names: &[HeaderName]) -> u64 {
         // An absent field matches only an absent one, not an empty one (§4.1); the
         // number of lines does not count, as `Foo: 1, 2` is `Foo: 1` and `Foo: 2`.
         headers.contains_key(name).hash(&mut h);
+        // Cookie's lines are joined by `;` (RFC 9113 §8.2.3), and a comma is part of a
+        // cookie's value: `a=1,b=2` is not the two cookies `a=1` and `b=2`.
+        let sep = if name == http::header::COOKIE {
+            b';'
+        } else {
+            b','
+        };
         for v in headers.get_all(name) {
-            for member in v.as_bytes().split(|&b| b == b',') {
+            for member in v.as_bytes().split(|&b| b == sep) {
                 let m = member.trim_ascii();
                 if !m.is_empty() {
                     m.hash(&mut h);
@@ -262,6 +269,17 @@ mod tests {
         let mut lines = h("gzip");
         lines.append("accept-encoding", "br".parse().unwrap());
         assert_eq!(secondary(&lines, &names), secondary(&h("gzip, br"), &names));
+        // Cookie's crumbs are joined by `;`, never by a comma.
+        let cookie = vec![http::header::COOKIE];
+        let c = |lines: &[&str]| {
+            let mut m = HeaderMap::new();
+            for l in lines {
+                m.append("cookie", l.parse().unwrap());
+            }
+            secondary(&m, &cookie)
+        };
+        assert_eq!(c(&["a=1; b=2"]), c(&["a=1", "b=2"]));
+        assert_ne!(c(&["a=1,b=2"]), c(&["a=1", "b=2"]));
         let mut v = HeaderMap::new();
         v.append("vary", "Accept-Encoding, accept-encoding".parse().unwrap());
         v.append("vary", "Origin".parse().unwrap());

@@ -369,8 +369,15 @@ where
     S: Service<Request<ReqB>, Response = Response<B>>,
     B: http_body::Body<Data = Bytes>,
 {
+    // Worth waiting only if the entry, once confirmed, would serve this request: not for
+    // one that must be revalidated every time (no-cache, max-age=0), nor for a request
+    // that asks its own revalidation.
+    let confirmed_serves = stale.as_ref().is_some_and(|(e, _)| {
+        let zero = Duration::ZERO;
+        policy::usable(zero, e.lifetime, &req_cc, &e.cc, zero, zero) == Use::Serve
+    });
     let mut flight = None;
-    if s.lock && req.method() == Method::GET && !req_cc.no_store {
+    if s.lock && confirmed_serves && req.method() == Method::GET && !req_cc.no_store {
         match s.store.join(&key) {
             Joined::Lead(f) => flight = Some(f),
             Joined::Wait(rx) => {

@@ -131,9 +131,11 @@ impl Entry {
                 || name == http::header::CONTENT_RANGE
                 || name == http::header::TRANSFER_ENCODING
                 || name == http::header::SET_COOKIE
-                // A 304 whose strong validator differs selects no stored response
-                // (RFC 9111 §4.3.4), and with an equal one the field is unchanged:
-                // either way the stored `ETag` stays. `Content-MD5` is the body's.
+                // The 304 answers the stored ETag sent as If-None-Match (§4.3.1), so
+                // that is the validator the origin confirmed: one that differs in the
+                // 304 contradicts its own status (RFC 9110 §15.4.5), and the stored
+                // `ETag` stays, as nginx, Fastly and browsers keep it. `Content-MD5`
+                // is the body's.
                 || name == http::header::ETAG
                 || name.as_str() == "content-md5"
             {
@@ -152,7 +154,8 @@ impl Entry {
             self.body.clone(),
             exchange,
             heuristic_max,
-            StoredVersion::new(),
+            // The same body: what was made from it stays.
+            self.version.share(),
         )
     }
 
@@ -478,6 +481,9 @@ impl ResponseStore {
         let entry = self.insert_memory(key, vary, entry);
         if let (Some(disk), Some((key, vary))) = (disk, disk_copy) {
             let Some(queued) = disk.queue(entry.body.len() as u64) else {
+                // The key's older files go: read back after this entry left memory (or
+                // after a restart), they would bring back what it replaced.
+                disk.remove_primary(&key.primary);
                 self.inner
                     .stats
                     .disk_skipped
@@ -751,6 +757,8 @@ mod tests {
         assert_eq!(u.headers["cache-control"], "max-age=120");
         assert!(!u.headers.contains_key("set-cookie"));
         assert_eq!(u.body.len(), 10);
+        // The same body, the same version: what was made from it stays.
+        assert_eq!(u.version.id(), stored.version.id());
     }
 
     #[test]

@@ -289,9 +289,12 @@ impl VariantCache {
                     self.inner.map.insert(key.clone(), v.clone());
                     if let Some(stored) = stored {
                         // Weak: a store outliving this cache (a reload) keeps nothing of it.
+                        // Tagged by cache and coding: a variant made again after this cache
+                        // evicted it adds no second callback to a long-lived entry.
                         let cache = Arc::downgrade(&self.inner);
                         let key = key.clone();
-                        stored.on_removal(move || {
+                        let tag = self.inner.id << 2 | key.encoding as u64;
+                        stored.on_removal(tag, move || {
                             if let Some(c) = cache.upgrade() {
                                 c.map.invalidate(&key);
                             }
