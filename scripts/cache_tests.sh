@@ -26,7 +26,6 @@ OUT=${OUT:-$work}
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2> /dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
