@@ -115,17 +115,7 @@ where
             // A fresh hit, the common case, answers without making an owned key.
             let (age, usable) = usable_now(s, &e, &req_cc);
             if usable == Use::Serve {
-                stats.hits.add(1);
-                let res = respond(
-                    s,
-                    &e,
-                    head,
-                    req.headers(),
-                    age,
-                    CacheStatus::Hit,
-                    wanted(&req),
-                );
-                return ResponseFuture::ready(res);
+                return ResponseFuture::ready(hit(s, &e, &req, age));
             }
             let key = Key {
                 primary: primary.into(),
@@ -144,7 +134,7 @@ where
                 match s.store.load(&key, s.heuristic_max).await {
                     Some(e) => with_entry(&mut inner, &s, req, key, req_cc, e).await,
                     None if req_cc.only_if_cached => Ok(not_cached(&s)),
-                    None => miss(inner, req, s.clone(), key, req_cc).await,
+                    None => miss(inner, req, s.clone(), key, req_cc, None).await,
                 }
             }));
         }
@@ -152,7 +142,7 @@ where
             return ResponseFuture::ready(not_cached(s));
         }
         let inner = take(&mut self.inner);
-        ResponseFuture::boxed(Box::pin(miss(inner, req, s.clone(), key, req_cc)))
+        ResponseFuture::boxed(Box::pin(miss(inner, req, s.clone(), key, req_cc, None)))
     }
 }
 
@@ -192,18 +182,7 @@ where
     let head = req.method() == Method::HEAD;
     let (age, usable) = usable_now(s, &e, &req_cc);
     match usable {
-        Use::Serve => {
-            stats.hits.add(1);
-            ResponseFuture::ready(respond(
-                s,
-                &e,
-                head,
-                req.headers(),
-                age,
-                CacheStatus::Hit,
-                wanted(&req),
-            ))
-        }
+        Use::Serve => ResponseFuture::ready(hit(s, &e, &req, age)),
         Use::OnlyIfCached => ResponseFuture::ready(not_cached(s)),
         Use::Revalidate {
             while_revalidate: true,
@@ -229,14 +208,7 @@ where
         Use::Revalidate { if_error, .. } => {
             let inner = take(inner);
             let stale = Some((e, if_error));
-            ResponseFuture::boxed(Box::pin(revalidate(
-                inner,
-                req,
-                s.clone(),
-                key,
-                req_cc,
-                stale,
-            )))
+            ResponseFuture::boxed(Box::pin(miss(inner, req, s.clone(), key, req_cc, stale)))
         }
     }
 }
@@ -285,21 +257,31 @@ where
     svc.call(req).await
 }
 
-/// A miss: one request per key goes upstream while the others wait for its response
-/// to be stored (nginx's `proxy_cache_lock`), up to the lock timeout.
+/// A miss, or a stale entry that must be revalidated before use: one GET per key goes
+/// upstream while the others wait for its response (nginx's `proxy_cache_lock`), up to the
+/// lock timeout, so that a popular entry going stale sends one request upstream, not one
+/// per client.
 async fn miss<S, ReqB, B>(
     inner: S,
     req: Request<ReqB>,
     s: Arc<Settings>,
     key: Key,
     req_cc: CacheControl,
+    stale: Option<(Arc<Entry>, bool)>,
 ) -> Result<Response<CacheBody<B>>, S::Error>
 where
     S: Service<Request<ReqB>, Response = Response<B>>,
     B: http_body::Body<Data = Bytes>,
 {
+    // For a stale entry, worth waiting only if it would serve this request once
+    // confirmed: not one that must be revalidated every time (no-cache, max-age=0), nor
+    // for a request that asks its own revalidation.
+    let worth_waiting = stale.as_ref().is_none_or(|(e, _)| {
+        let zero = Duration::ZERO;
+        policy::usable(zero, e.lifetime, &req_cc, &e.cc, zero, zero) == Use::Serve
+    });
     let mut flight = None;
-    if s.lock && req.method() == Method::GET && !req_cc.no_store {
+    if s.lock && worth_waiting && req.method() == Method::GET && !req_cc.no_store {
         match s.store.join(&key) {
             Joined::Lead(f) => flight = Some(f),
             Joined::Wait(rx) => {
@@ -310,7 +292,7 @@ where
             }
         }
     }
-    fetch(inner, req, s, key, req_cc, None, flight).await
+    fetch(inner, req, s, key, req_cc, stale, flight).await
 }
 
 /// Waits for another request's fetch of the key, up to the lock timeout; then
@@ -341,54 +323,27 @@ fn stored_for<ReqB, B>(
     if ok != Use::Serve {
         return None;
     }
+    Some(hit(s, &e, req, age))
+}
+
+/// A stored response that may answer the request as it is, counted as a hit.
+fn hit<ReqB, B>(
+    s: &Settings,
+    e: &Entry,
+    req: &Request<ReqB>,
+    age: Duration,
+) -> Response<CacheBody<B>> {
     s.store.stats().hits.add(1);
-    let w = wanted(req);
-    Some(respond(
+    let head = req.method() == Method::HEAD;
+    respond(
         s,
-        &e,
-        false,
+        e,
+        head,
         req.headers(),
         age,
         CacheStatus::Hit,
-        w,
-    ))
-}
-
-/// A stale entry that must be revalidated before use: as for a miss, one GET per key goes
-/// upstream and the others wait for its 304 or 200, so that a popular entry going stale
-/// sends one request upstream, not one per client.
-async fn revalidate<S, ReqB, B>(
-    inner: S,
-    req: Request<ReqB>,
-    s: Arc<Settings>,
-    key: Key,
-    req_cc: CacheControl,
-    stale: Option<(Arc<Entry>, bool)>,
-) -> Result<Response<CacheBody<B>>, S::Error>
-where
-    S: Service<Request<ReqB>, Response = Response<B>>,
-    B: http_body::Body<Data = Bytes>,
-{
-    // Worth waiting only if the entry, once confirmed, would serve this request: not for
-    // one that must be revalidated every time (no-cache, max-age=0), nor for a request
-    // that asks its own revalidation.
-    let confirmed_serves = stale.as_ref().is_some_and(|(e, _)| {
-        let zero = Duration::ZERO;
-        policy::usable(zero, e.lifetime, &req_cc, &e.cc, zero, zero) == Use::Serve
-    });
-    let mut flight = None;
-    if s.lock && confirmed_serves && req.method() == Method::GET && !req_cc.no_store {
-        match s.store.join(&key) {
-            Joined::Lead(f) => flight = Some(f),
-            Joined::Wait(rx) => {
-                wait(&s, rx).await;
-                if let Some(res) = stored_for(&s, &req, &req_cc) {
-                    return Ok(res);
-                }
-            }
-        }
-    }
-    fetch(inner, req, s, key, req_cc, stale, flight).await
+        wanted(req),
+    )
 }
 
 /// The validators of a stored response, as the request's conditions (§4.3.1), in place
@@ -449,18 +404,8 @@ where
     let res = match (result, &stale) {
         (Ok(res), _) => res,
         (Err(_), Some((e, true))) => {
-            bump(&stats.stale);
-            let age = e.age(SystemTime::now());
             let why = "error";
-            return Ok(stale_for_error(
-                &s,
-                e,
-                head,
-                &asked,
-                age,
-                why,
-                version_wanted,
-            ));
+            return Ok(stale_for_error(&s, e, head, &asked, why, version_wanted));
         }
         (Err(err), _) => return Err(err),
     };
@@ -481,18 +426,8 @@ where
             return Ok(out);
         }
         if *if_error && is_error(status) {
-            bump(&stats.stale);
-            let age = e.age(SystemTime::now());
             let why = status.as_str();
-            return Ok(stale_for_error(
-                &s,
-                e,
-                head,
-                &asked,
-                age,
-                why,
-                version_wanted,
-            ));
+            return Ok(stale_for_error(&s, e, head, &asked, why, version_wanted));
         }
     }
     bump(&stats.misses);
@@ -557,10 +492,11 @@ fn stale_for_error<B>(
     e: &Entry,
     head: bool,
     asked: &HeaderMap,
-    age: Duration,
     why: &str,
     version_wanted: bool,
 ) -> Response<CacheBody<B>> {
+    bump(&s.store.stats().stale);
+    let age = e.age(SystemTime::now());
     let mut res = respond(s, e, head, asked, age, CacheStatus::Stale, version_wanted);
     if s.cache_status {
         // respond() marked it a hit: say it stood in for a failed forward.
