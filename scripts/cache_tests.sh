@@ -2,7 +2,8 @@
 # Runs the outside HTTP-caching suite (cache-tests.fyi: the npm package http-cache-tests,
 # by Mark Nottingham) against a gatehouse cached proxy route, and against nginx's
 # proxy_cache for comparison. Fails when gatehouse fails a required test that
-# scripts/cache_tests_allowed.txt does not name with its reason. Everything on loopback.
+# scripts/cache_tests_allowed.txt does not name with its reason. The proxies listen on
+# loopback; the suite's origin server listens on its port on every interface.
 #   GATEHOUSE  the binary (default target/release/gatehouse)
 #   SUITE_DIR  an installed http-cache-tests (default: installed under ~/.cache)
 #   OUT        where the JSON results go (default: a temporary directory)
@@ -17,6 +18,8 @@ if [ -z "${SUITE_DIR:-}" ]; then
     echo "== installing http-cache-tests $version (npm)"
     mkdir -p "$tools"
     npm install --silent --prefix "$tools" "http-cache-tests@$version" > /dev/null
+    [ -f "$tools/node_modules/http-cache-tests/cli.mjs" ] \
+      || { echo "npm did not install http-cache-tests $version" >&2; exit 1; }
   fi
   SUITE_DIR=$tools/node_modules/http-cache-tests
 fi

@@ -690,6 +690,29 @@ async fn concurrent_requests_for_a_stale_entry_make_one_revalidation() {
         "{:?}",
         t0.elapsed()
     );
+
+    // Nor for requests that ask their own revalidation (max-age=0) of a fresh entry.
+    let before = o.calls();
+    let waited = c.store().stats().coalesced.load(Ordering::SeqCst);
+    let t0 = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            get(&c, "GET", "/hot", &[("cache-control", "max-age=0")]).await
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().status, StatusCode::OK);
+    }
+    assert_eq!(o.calls() - before, 10);
+    let now = c.store().stats().coalesced.load(Ordering::SeqCst);
+    assert_eq!(now, waited, "no request waited for another");
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
 }
 
 async fn futures_join(c: &Cache<Origin>, n: usize) -> Vec<Got> {

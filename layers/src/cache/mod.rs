@@ -7,9 +7,9 @@
 //! - **a fresh stored response** answers at once, from memory, with `Age`; a HEAD gets
 //!   its head, a single byte range a 206, a matching `If-None-Match` or
 //!   `If-Modified-Since` a 304;
-//! - **a miss** goes upstream once however many requests want the key: the others wait
-//!   for the response to be stored (nginx's `proxy_cache_lock`), up to a timeout after
-//!   which they go themselves;
+//! - **a miss** goes upstream once however many GETs want the key: the others wait for
+//!   the response to be stored (nginx's `proxy_cache_lock`), up to a timeout after which
+//!   they go themselves; so does the revalidation of a stale entry;
 //! - **a stale response** is revalidated with its `ETag` or `Last-Modified`, and a 304
 //!   updates its stored head (§4.3.4). Within `stale-while-revalidate` it is served at
 //!   once and refreshed in the background; within `stale-if-error` it stands in for an
@@ -25,7 +25,8 @@
 //!
 //! Each response carries a [`CacheStatus`](crate::upstream::CacheStatus) in its
 //! extensions (the access log's `$cache_status`) and, when asked, a `Cache-Status` field
-//! (RFC 9211). A response served from the store, or being filed into it, also carries its
+//! (RFC 9211). A response being filed into the store, or served from it to a request
+//! carrying [`StoredVersionWanted`](crate::upstream::StoredVersionWanted), also carries its
 //! [`StoredVersion`](crate::upstream::StoredVersion): the compression layer above makes each
 //! variant of it once and drops them when the entry leaves the store.
 //!

@@ -274,11 +274,12 @@ where
     B: http_body::Body<Data = Bytes>,
 {
     // For a stale entry, worth waiting only if it would serve this request once
-    // confirmed: not one that must be revalidated every time (no-cache, max-age=0), nor
-    // for a request that asks its own revalidation.
+    // confirmed, at the age a waiter finds it (just over zero): not one that must be
+    // revalidated every time (no-cache, max-age=0), nor a request asking its own
+    // revalidation (no-cache, max-age=0).
     let worth_waiting = stale.as_ref().is_none_or(|(e, _)| {
-        let zero = Duration::ZERO;
-        policy::usable(zero, e.lifetime, &req_cc, &e.cc, zero, zero) == Use::Serve
+        let (age, zero) = (Duration::from_millis(1), Duration::ZERO);
+        policy::usable(age, e.lifetime, &req_cc, &e.cc, zero, zero) == Use::Serve
     });
     let mut flight = None;
     if s.lock && worth_waiting && req.method() == Method::GET && !req_cc.no_store {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::header::HeaderName;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
@@ -54,6 +54,9 @@ pub(crate) struct Entry {
     /// When it last answered from the shared map ([`crate::clock::coarse_ms`]): twice
     /// within [`HOT_MS`] and the thread copies it.
     shared_at: AtomicU64,
+    /// Set when this entry leaves the store (a 304's update replaces it but keeps its
+    /// version); shared with its thread copies, which are then not served.
+    gone: Arc<AtomicBool>,
 }
 
 impl Entry {
@@ -84,6 +87,7 @@ impl Entry {
             initial_age,
             version,
             shared_at: AtomicU64::new(0),
+            gone: Arc::default(),
         }
     }
 
@@ -104,6 +108,7 @@ impl Entry {
             initial_age: self.initial_age,
             version: self.version.clone(),
             shared_at: AtomicU64::new(0),
+            gone: self.gone.clone(),
         }
     }
 
@@ -317,7 +322,10 @@ impl ResponseStore {
                 e.size(k).max(floor).min(u32::MAX as u64) as u32
             })
             // Evicted, replaced, invalidated, or refused admission: gone either way.
-            .eviction_listener(|_, e: Arc<Entry>, _| e.version.remove())
+            .eviction_listener(|_, e: Arc<Entry>, _| {
+                e.gone.store(true, Ordering::Release);
+                e.version.remove();
+            })
             .build_with_hasher(ahash::RandomState::new());
         ResponseStore {
             inner: Arc::new(Inner {
@@ -415,7 +423,7 @@ impl ResponseStore {
             Ok(rt) => rt.spawn_blocking(read).await.ok()??,
             Err(_) => read()?,
         };
-        Some(self.insert_memory(key.clone(), vary, entry))
+        Some(self.insert_memory(key.clone(), vary, entry).0)
     }
 
     /// Disk bytes and files, when there is a disk tier.
@@ -433,7 +441,7 @@ impl ResponseStore {
         {
             let mut mine = self.inner.copies.mine();
             if let Some(c) = mine.get(&hash) {
-                if !c.local.version.is_removed()
+                if !c.local.gone.load(Ordering::Acquire)
                     && c.secondary == key.secondary
                     && *c.primary == *key.primary
                 {
@@ -478,8 +486,8 @@ impl ResponseStore {
     pub(crate) fn insert(&self, key: Key, vary: Vec<HeaderName>, entry: Entry) -> Arc<Entry> {
         let disk = self.inner.disk.clone();
         let disk_copy = disk.as_ref().map(|_| (key.clone(), vary.clone()));
-        let entry = self.insert_memory(key, vary, entry);
-        if let (Some(disk), Some((key, vary))) = (disk, disk_copy) {
+        let (entry, stored) = self.insert_memory(key, vary, entry);
+        if let (Some(disk), Some((key, vary)), true) = (disk, disk_copy, stored) {
             let Some(queued) = disk.queue(entry.body.len() as u64) else {
                 // The key's older files go: read back after this entry left memory (or
                 // after a restart), they would bring back what it replaced.
@@ -506,7 +514,8 @@ impl ResponseStore {
         entry
     }
 
-    fn insert_memory(&self, key: Key, vary: Vec<HeaderName>, entry: Entry) -> Arc<Entry> {
+    /// The entry, and whether it went in (a URL's variants are bounded).
+    fn insert_memory(&self, key: Key, vary: Vec<HeaderName>, entry: Entry) -> (Arc<Entry>, bool) {
         if !vary.is_empty() || self.inner.any_vary.load(Ordering::Relaxed) {
             // Variants filed under fields the response no longer names are unreachable:
             // they go, so that no purge misses them (they would come back with the fields).
@@ -540,7 +549,7 @@ impl ResponseStore {
                         // One URL's variants are bounded too (random Accept-Language
                         // values): the newest is not stored.
                         entry.version.remove();
-                        return Arc::new(entry);
+                        return (Arc::new(entry), false);
                     }
                     v.secondaries.push(key.secondary);
                 }
@@ -549,7 +558,7 @@ impl ResponseStore {
         self.inner.stats.stored.fetch_add(1, Ordering::Relaxed);
         let entry = Arc::new(entry);
         self.inner.map.insert(key, entry.clone());
-        entry
+        (entry, true)
     }
 
     /// Removes the one entry under `key` (a revalidation made it unstorable).
@@ -723,6 +732,18 @@ mod tests {
             .find(|e| !Arc::ptr_eq(e, &fresh))
             .expect("a thread copy");
         assert!(Arc::ptr_eq(&second, &s.get_ref(&r).unwrap()));
+        // A 304's update keeps the version, but the copy of the entry it replaced goes.
+        let mut fields = HeaderMap::new();
+        fields.insert("x-revalidated", "1".parse().unwrap());
+        s.insert(
+            k.clone(),
+            vec![],
+            second.updated(&fields, second.exchange, Duration::ZERO),
+        );
+        let now = s.get_ref(&r).unwrap();
+        assert!(!Arc::ptr_eq(&now, &second));
+        assert_eq!(now.headers["x-revalidated"], "1");
+        assert_eq!(now.version.id(), second.version.id());
         s.insert(k.clone(), vec![], entry(7));
         assert_eq!(s.get_ref(&r).unwrap().body.len(), 7);
     }
