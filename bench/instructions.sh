@@ -6,7 +6,7 @@
 # is not counted.
 #
 # Usage: bench/instructions.sh NEW_BINARY BASE_BINARY
-# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also rules-1k, its parts
+# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also cache-1k, rules-1k, its parts
 # headers-1k, cors-1k and request-id-1k, and redirect, for which both binaries must know
 # issue 32's keys), N (requests in the long
 # run, 6000), SMALL (in the short run, 1000), CONNECTIONS (8). Each figure is
@@ -33,6 +33,7 @@ CONNECTIONS=${CONNECTIONS:-8}
 COLLECT=${COLLECT:-*server::Drive<*}
 OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 PORT=18581 ADMIN=18582 TLS=18583 BACKEND=18591 BACKEND_ADMIN=18592
+CACHE_BACKEND=18593 CACHE_BACKEND_ADMIN=18594
 
 for t in valgrind callgrind_annotate openssl curl; do
   command -v "$t" > /dev/null || { echo "instructions.sh: $t not found" >&2; exit 1; }
@@ -67,6 +68,13 @@ wait_up() { # url
   2> "$WORK/backend.log" &
 PIDS+=($!)
 wait_up "http://127.0.0.1:$BACKEND/1k.bin"
+# cache-1k's backend marks its answers fresh for ten minutes, as bench/run.sh's nginx does.
+printf '%s\n' "root = \"$WORK/www\"" "listen = \"127.0.0.1:$CACHE_BACKEND\"" \
+  "admin_listen = \"127.0.0.1:$CACHE_BACKEND_ADMIN\"" '[[routes]]' '[routes.static]' '[[routes.headers.response]]' \
+  'set = { "Cache-Control" = "max-age=600" }' > "$WORK/cache-backend.toml"
+"$BASE" --config "$WORK/cache-backend.toml" 2> "$WORK/cache-backend.log" &
+PIDS+=($!)
+wait_up "http://127.0.0.1:$CACHE_BACKEND/1k.bin"
 
 config() { # scenario
   cat << EOF
@@ -81,6 +89,8 @@ EOF
   esac
   case "$1" in
     proxy-1k) printf '[[routes]]\n[routes.proxy]\nupstreams = ["http://127.0.0.1:%s"]\n' "$BACKEND" ;;
+    # All hits after the first request, as in bench/run.sh.
+    cache-1k) printf '[[routes]]\n[routes.proxy]\nupstreams = ["http://127.0.0.1:%s"]\n[routes.cache]\nmax_bytes = 268435456\n' "$CACHE_BACKEND" ;;
     *) printf '[[routes]]\n[routes.static.open_file_cache]\nstrict = false\nvalid = "1s"\n' ;;
   esac
   # As bench/run.sh's: three response header rules, CORS and request IDs; a redirect.
@@ -125,7 +135,7 @@ count() { # bin scenario n
   "$OHA" -n "$n" -c "$CONNECTIONS" --no-tui --disable-compression "${args[@]}" "$asked" > /dev/null
   kill -TERM "$pid"
   wait "$pid" 2> /dev/null || true
-  PIDS=("${PIDS[0]}")
+  PIDS=("${PIDS[0]}" "${PIDS[1]}")
   [ -n "${CG_DIR:-}" ] && cp "$out" "$CG_DIR/$(basename "$bin")-$scenario-$n.out"
   sed -n 's/^summary: *//p' "$out"
 }
