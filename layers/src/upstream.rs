@@ -14,7 +14,7 @@ pub struct UpstreamInfo {
 
 /// What a response cache did for a request, put in the response's extensions by
 /// [`cache`](crate::cache) for the access log's `$cache_status` (nginx's
-/// `$upstream_cache_status` words).
+/// `$upstream_cache_status` words), when the request asked with [`CacheStatusWanted`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CacheStatus {
     /// Served from a fresh stored response.
@@ -41,6 +41,12 @@ impl CacheStatus {
         }
     }
 }
+
+/// Put in a request's extensions by a layer that will read the [`CacheStatus`] of its
+/// response (the access log, when its format has `$cache_status`): without it a cache
+/// below leaves the status out, and its hits allocate no extensions.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CacheStatusWanted;
 
 /// Put in a request's extensions by a layer that will use the [`StoredVersion`] of a
 /// response served from a cache below it (the compression layer, when it may compress):

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use gatehouse_layers::cache::{Cache, CacheLayer};
-use gatehouse_layers::upstream::CacheStatus;
+use gatehouse_layers::upstream::{CacheStatus, CacheStatusWanted};
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -117,7 +117,9 @@ async fn get(svc: &Cache<Origin>, method: &str, uri: &str, fields: &[(&str, &str
     let mut b = Request::builder()
         .method(method)
         .uri(uri)
-        .header("host", "example.com");
+        .header("host", "example.com")
+        // As the access log asks when it shows `$cache_status`.
+        .extension(CacheStatusWanted);
     for (n, v) in fields {
         b = b.header(*n, *v);
     }
@@ -948,6 +950,35 @@ async fn a_keyed_cookie_the_origin_could_read_otherwise_bypasses_the_cache() {
     );
 }
 
+/// The status is put in a response's extensions only when a layer above asks (the access
+/// log does when it shows `$cache_status`): the first extension allocates a map per hit.
+#[tokio::test]
+async fn the_status_goes_in_the_extensions_only_when_asked() {
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    let send = |asked: bool| {
+        let c = c.clone();
+        async move {
+            let mut b = Request::builder().uri("/s").header("host", "example.com");
+            if asked {
+                b = b.extension(CacheStatusWanted);
+            }
+            let r = c.oneshot(b.body(()).unwrap()).await.unwrap();
+            let status = r.extensions().get::<CacheStatus>().copied();
+            r.into_body().collect().await.unwrap();
+            status
+        }
+    };
+    assert_eq!(send(false).await, None);
+    assert_eq!(send(true).await, Some(CacheStatus::Hit));
+    assert_eq!(send(false).await, None);
+    assert_eq!(
+        o.seen.lock().unwrap().len(),
+        1,
+        "the first request stored it"
+    );
+}
+
 #[tokio::test]
 async fn an_unsafe_method_over_tls_invalidates_the_entries_filed_under_https() {
     let o = Origin::new();
@@ -961,6 +992,7 @@ async fn an_unsafe_method_over_tls_invalidates_the_entries_filed_under_https() {
             .unwrap();
         r.extensions_mut()
             .insert(gatehouse_layers::client::Https(true));
+        r.extensions_mut().insert(CacheStatusWanted);
         r
     };
     // Each body read to its end: that is when a response is stored.

@@ -250,6 +250,16 @@ impl std::fmt::Display for FormatError {
 impl std::error::Error for FormatError {}
 
 impl Format {
+    /// Whether a line in this format shows a response cache's status (`$cache_status`;
+    /// the JSON object's `cache_status`).
+    pub fn shows_cache_status(&self) -> bool {
+        match self {
+            Format::Json => true,
+            Format::Template(pieces) => pieces.contains(&Piece::Field(Field::CacheStatus)),
+            Format::Combined | Format::Common => false,
+        }
+    }
+
     /// Parses a template such as `$remote_addr "$request" $status ${duration_us}us`.
     /// An unknown field is an error naming it and the fields there are.
     pub fn template(t: &str) -> Result<Format, FormatError> {

@@ -56,13 +56,22 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct AccessLog {
     inner: Arc<(LogWriter, Format)>,
+    /// Whether lines show a cache's status: then requests ask a cache below for it
+    /// ([`CacheStatusWanted`](crate::upstream::CacheStatusWanted)).
+    cache_status: bool,
 }
 
 impl AccessLog {
     pub fn new(writer: LogWriter, format: Format) -> Self {
         AccessLog {
+            cache_status: format.shows_cache_status(),
             inner: Arc::new((writer, format)),
         }
+    }
+
+    /// Whether its lines show a response cache's status.
+    pub fn shows_cache_status(&self) -> bool {
+        self.cache_status
     }
 
     pub fn writer(&self) -> &LogWriter {

@@ -24,7 +24,11 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        if self.log.shows_cache_status() {
+            req.extensions_mut()
+                .insert(crate::upstream::CacheStatusWanted);
+        }
         let remote = crate::client::client_addr(&req);
         let record = Box::new(Record::start(&req, remote));
         ResponseFuture::new(self.inner.call(req), record, self.log.clone())

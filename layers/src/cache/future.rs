@@ -1,5 +1,5 @@
 use super::body::CacheBody;
-use super::service::mark;
+use super::service::{mark, Wants};
 use crate::upstream::CacheStatus;
 use http::Response;
 use pin_project_lite::pin_project;
@@ -23,7 +23,7 @@ pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
         Ready { res: Option<Response<CacheBody<B>>> },
-        Pass { #[pin] fut: F, header: bool },
+        Pass { #[pin] fut: F, header: bool, wants: Wants },
         Boxed { fut: Boxed<B, E> },
     }
 }
@@ -35,9 +35,9 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    pub(crate) fn pass(fut: F, header: bool) -> Self {
+    pub(crate) fn pass(fut: F, header: bool, wants: Wants) -> Self {
         ResponseFuture {
-            kind: Kind::Pass { fut, header },
+            kind: Kind::Pass { fut, header, wants },
         }
     }
 
@@ -61,10 +61,10 @@ where
                 Some(res) => Poll::Ready(Ok(res)),
                 None => Poll::Pending,
             },
-            KindProj::Pass { fut, header } => {
+            KindProj::Pass { fut, header, wants } => {
                 let res = ready!(fut.poll(cx))?;
                 let mut res = res.map(|b| CacheBody::filling(b, None));
-                mark(&mut res, CacheStatus::Bypass, *header, "fwd=bypass");
+                mark(&mut res, CacheStatus::Bypass, *header, *wants, "fwd=bypass");
                 Poll::Ready(Ok(res))
             }
             KindProj::Boxed { fut } => fut.as_mut().poll(cx),

@@ -41,8 +41,15 @@ pub(crate) fn primary_for<B>(req: &Request<B>, target: Option<&str>, parts: &Key
     k.push_str(scheme);
     k.push_str("://");
     // Host names are case-insensitive (RFC 9110 §4.2.3).
-    for &b in host {
-        k.push(b.to_ascii_lowercase() as char);
+    match std::str::from_utf8(host) {
+        Ok(h) if h.is_ascii() => {
+            let at = k.len();
+            k.push_str(h);
+            k[at..].make_ascii_lowercase();
+        }
+        _ => host
+            .iter()
+            .for_each(|&b| k.push(b.to_ascii_lowercase() as char)),
     }
     k.push_str(target);
     for name in &parts.headers {
@@ -191,6 +198,11 @@ mod tests {
         let none = KeyParts::default();
         let r = req("/a?b=1", &[("host", "Example.COM")]);
         assert_eq!(primary(&r, &none), "GET http://example.com/a?b=1");
+        // Bytes beyond ASCII (obs-text) each keep a character of their own.
+        let mut r = req("/", &[]);
+        let host = http::HeaderValue::from_bytes(b"B\xe9.Test").unwrap();
+        r.headers_mut().insert(HOST, host);
+        assert_eq!(primary(&r, &none), "GET http://b\u{e9}.test/");
         let mut r = req("https://example.com/a", &[]);
         assert_eq!(primary(&r, &none), "GET https://example.com/a");
         // The connection outranks what the client wrote.

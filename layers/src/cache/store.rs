@@ -4,7 +4,7 @@ use super::policy::{self, CacheControl, Exchange};
 use crate::per_thread::{unshared, PerThread, MAX_COPIED_BODY};
 use crate::upstream::StoredVersion;
 use bytes::Bytes;
-use http::header::HeaderName;
+use http::header::{HeaderName, AGE};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -62,12 +62,19 @@ pub(crate) struct Entry {
 impl Entry {
     pub(crate) fn new(
         status: StatusCode,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: Bytes,
         exchange: Exchange,
         heuristic_max: Duration,
         version: StoredVersion,
     ) -> Entry {
+        // Every answer from the entry sets `Age` on a clone of these fields: stored, it is
+        // replaced in place, where adding it grew the clone's vector, a reallocation per
+        // hit (callgrind, cache-1k: 1.3k of 18.9k instructions a request). `0` is what
+        // its absence means (RFC 9111 §4.2.3's age_value).
+        if !headers.contains_key(AGE) {
+            headers.insert(AGE, HeaderValue::from_static("0"));
+        }
         let cc = CacheControl::parse(&headers);
         let lifetime = policy::freshness_lifetime(
             status,
