@@ -1100,3 +1100,62 @@ async fn compressed_variants_are_made_once_and_leave_with_their_entry() {
         c.store().entry_count()
     );
 }
+
+/// The access log above the cache asks for the status when its format shows it (JSON
+/// always), and its lines say what the cache did; a format that doesn't show it leaves the
+/// responses without it.
+#[cfg(feature = "access-log")]
+#[tokio::test]
+async fn the_access_log_asks_for_the_status_when_its_format_shows_it() {
+    use gatehouse_layers::access_log::{AccessLog, AccessLogLayer, Destination, Format, LogWriter};
+    let dir = tempfile::tempdir().unwrap();
+    for (format, shows) in [
+        (Format::Json, true),
+        (
+            Format::template("$request_uri $cache_status").unwrap(),
+            true,
+        ),
+        (Format::Combined, false),
+    ] {
+        assert_eq!(format.shows_cache_status(), shows, "{format:?}");
+        let path = dir
+            .path()
+            .join(format!("{shows}-{}.log", format!("{format:?}").len()));
+        let writer = LogWriter::open(Destination::File(path.clone()), None, 1 << 20).unwrap();
+        let o = Origin::new();
+        let app = AccessLogLayer::new(AccessLog::new(writer.clone(), format.clone()))
+            .layer(CacheLayer::new().layer(o.clone()));
+        let mut said = Vec::new();
+        for _ in 0..2 {
+            let req = Request::get("/l")
+                .header("host", "example.com")
+                .body(())
+                .unwrap();
+            let res = app.clone().oneshot(req).await.unwrap();
+            said.push(res.extensions().get::<CacheStatus>().copied());
+            res.into_body().collect().await.unwrap();
+        }
+        writer.close();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{format:?}: {text}");
+        if shows {
+            assert_eq!(
+                said,
+                [Some(CacheStatus::Miss), Some(CacheStatus::Hit)],
+                "{format:?}"
+            );
+            assert!(
+                lines[0].contains("MISS") && lines[1].contains("HIT"),
+                "{format:?}: {text}"
+            );
+        } else {
+            assert_eq!(said, [None, None]);
+        }
+        assert_eq!(
+            o.seen.lock().unwrap().len(),
+            1,
+            "{format:?}: the second was a hit"
+        );
+    }
+}

@@ -440,6 +440,12 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
                 | RouteService::CachedCompressed(_)
         );
         let mounted = matches!(svc, RouteService::Mounted(_));
+        // Whose responses may say what a cache did: the route's own, or a mounted app's.
+        let may_cache = mounted
+            || matches!(
+                svc,
+                RouteService::Cached(_) | RouteService::CachedCompressed(_)
+            );
         let rule = PathRule::new(
             &route.path,
             route.proxy.as_ref().is_none_or(|p| p.strip_prefix),
@@ -528,6 +534,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
             Either::Right(endpoint)
         };
         let stack = ObserveLayer {
+            cache_status: may_cache && log.as_ref().is_some_and(AccessLog::shows_cache_status),
             log,
             metrics: metrics.then(|| route_metrics(route.name())),
         }

@@ -493,6 +493,10 @@ pub(crate) type InnerFuture =
 pub(crate) struct Observe<S> {
     inner: S,
     log: Option<AccessLog>,
+    /// Whether requests ask a cache below for its status ([`CacheStatusWanted`]): only
+    /// on routes that may have one and whose log shows it, since the request's first
+    /// extension costs an allocation.
+    cache_status: bool,
     /// `&'static`: no reference count bounced between the cores per request.
     metrics: Option<&'static RouteMetrics>,
 }
@@ -501,6 +505,7 @@ pub(crate) struct Observe<S> {
 #[derive(Clone)]
 pub(crate) struct ObserveLayer {
     pub(crate) log: Option<AccessLog>,
+    pub(crate) cache_status: bool,
     pub(crate) metrics: Option<&'static RouteMetrics>,
 }
 
@@ -511,6 +516,7 @@ impl<S> tower_layer::Layer<S> for ObserveLayer {
         Observe {
             inner,
             log: self.log.clone(),
+            cache_status: self.cache_status,
             metrics: self.metrics,
         }
     }
@@ -533,7 +539,7 @@ where
 
     fn call(&mut self, mut req: Request<RouteBody<B>>) -> Self::Future {
         let started = self.metrics.map(|m| (m, m.start(req.method())));
-        if self.log.as_ref().is_some_and(AccessLog::shows_cache_status) {
+        if self.cache_status {
             req.extensions_mut().insert(CacheStatusWanted);
         }
         let log = self.log.as_ref().map(|l| {

@@ -75,6 +75,9 @@ impl Entry {
         if !headers.contains_key(AGE) {
             headers.insert(AGE, HeaderValue::from_static("0"));
         }
+        // Room for one more in the index, which a clone keeps: `insert` grows a map that
+        // is full even when it replaces (http 1.5's `try_reserve_one`).
+        headers.reserve(1);
         let cc = CacheControl::parse(&headers);
         let lifetime = policy::freshness_lifetime(
             status,
@@ -101,7 +104,7 @@ impl Entry {
     /// A copy whose fields and body share no reference count with this one (its version
     /// is shared, and only read).
     fn private_copy(&self) -> Entry {
-        let mut headers = HeaderMap::with_capacity(self.headers.len());
+        let mut headers = HeaderMap::with_capacity(self.headers.len() + 1);
         for (n, v) in &self.headers {
             headers.append(n.clone(), unshared(v));
         }
@@ -694,6 +697,47 @@ mod tests {
             Duration::ZERO,
             StoredVersion::new(),
         )
+    }
+
+    /// A hit sets `Age` on a clone of the stored fields: whatever their number, the clone
+    /// already holds `Age` and has room in its index, so that is no allocation.
+    #[test]
+    fn a_hits_age_replaces_a_stored_field_in_room_the_clone_keeps() {
+        for n in 0..50 {
+            let mut e = entry(1);
+            let mut h = HeaderMap::new();
+            for i in 0..n {
+                let name = HeaderName::from_bytes(format!("x-f{i}").as_bytes()).unwrap();
+                h.insert(name, HeaderValue::from_static("v"));
+            }
+            if n % 2 == 1 {
+                h.insert(AGE, HeaderValue::from_static("7"));
+            }
+            e = Entry::new(e.status, h, e.body, e.exchange, Duration::ZERO, e.version);
+            let mut c = e.headers.clone();
+            assert!(c.contains_key(AGE), "{n} fields");
+            assert!(
+                c.len() < c.capacity(),
+                "{n} fields: {} of {}",
+                c.len(),
+                c.capacity()
+            );
+            let before = c.capacity();
+            c.insert(AGE, HeaderValue::from(3u64));
+            assert_eq!(c.capacity(), before, "{n} fields");
+            let copy = e.private_copy();
+            assert!(
+                copy.headers.len() < copy.headers.capacity(),
+                "{n} fields' copy"
+            );
+        }
+        // The upstream's own Age is kept, for the age it arrived with (§4.2.3).
+        let mut h = HeaderMap::new();
+        h.insert(AGE, HeaderValue::from_static("7"));
+        let e = entry(1);
+        let e = Entry::new(e.status, h, e.body, e.exchange, Duration::ZERO, e.version);
+        assert_eq!(e.headers.get(AGE).unwrap(), "7");
+        assert!(e.age(e.exchange.response_time) >= Duration::from_secs(7));
     }
 
     fn key(p: &str) -> Key {
