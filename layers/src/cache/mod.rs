@@ -26,7 +26,8 @@
 //! A response to a request carrying
 //! [`CacheStatusWanted`](crate::upstream::CacheStatusWanted) (the access log adds it when
 //! its format shows `$cache_status`) carries a [`CacheStatus`](crate::upstream::CacheStatus)
-//! in its extensions, and, when asked, every response a `Cache-Status` field (RFC 9211). A response being filed into the store, or served from it to a request
+//! in its extensions, and, when asked, every response a `Cache-Status` field (RFC 9211).
+//! A response being filed into the store, or served from it to a request
 //! carrying [`StoredVersionWanted`](crate::upstream::StoredVersionWanted), also carries its
 //! [`StoredVersion`](crate::upstream::StoredVersion): the compression layer above makes each
 //! variant of it once and drops them when the entry leaves the store.
