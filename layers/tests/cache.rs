@@ -621,21 +621,30 @@ async fn a_thousand_concurrent_misses_make_one_upstream_request() {
     );
 }
 
-/// A popular entry going stale: the requests that find it so wait for one revalidation.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_requests_for_a_stale_entry_make_one_revalidation() {
-    let mut o = Origin::new();
-    o.delay = Duration::from_millis(200);
-    o.set(|req| {
+/// An origin answering `body` with `cache_control` and an ETag, and 304 to a request that
+/// sends one back.
+fn etag_validated(
+    cache_control: &'static str,
+) -> impl Fn(&Request<()>) -> Result<Response<Full<Bytes>>, std::io::Error> + Send + Sync + 'static
+{
+    move |req| {
         let mut res = Response::new(Full::new(Bytes::from_static(b"body")));
         if req.headers().contains_key("if-none-match") {
             *res.status_mut() = StatusCode::NOT_MODIFIED;
         }
         let h = res.headers_mut();
-        h.insert("cache-control", "max-age=1".parse().unwrap());
+        h.insert("cache-control", cache_control.parse().unwrap());
         h.insert("etag", "\"v1\"".parse().unwrap());
         Ok(res)
-    });
+    }
+}
+
+/// A popular entry going stale: the requests that find it so wait for one revalidation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_for_a_stale_entry_make_one_revalidation() {
+    let mut o = Origin::new();
+    o.delay = Duration::from_millis(200);
+    o.set(etag_validated("max-age=1"));
     let c = cache(&o, CacheLayer::new());
     assert_eq!(
         get(&c, "GET", "/hot", &[]).await.cache,
@@ -663,16 +672,7 @@ async fn concurrent_requests_for_a_stale_entry_make_one_revalidation() {
 
     // An entry that must be revalidated every time is not waited for: the requests go
     // upstream side by side, not one after the other.
-    o.set(|req| {
-        let mut res = Response::new(Full::new(Bytes::from_static(b"body")));
-        if req.headers().contains_key("if-none-match") {
-            *res.status_mut() = StatusCode::NOT_MODIFIED;
-        }
-        let h = res.headers_mut();
-        h.insert("cache-control", "no-cache".parse().unwrap());
-        h.insert("etag", "\"v1\"".parse().unwrap());
-        Ok(res)
-    });
+    o.set(etag_validated("no-cache"));
     get(&c, "GET", "/always", &[]).await;
     let before = o.calls();
     let t0 = std::time::Instant::now();
