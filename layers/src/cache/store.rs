@@ -1,5 +1,6 @@
 //! Stored responses, in memory, bounded by bytes and by entries.
 
+use super::key::{self, Primary};
 use super::policy::{self, CacheControl, Exchange};
 use crate::per_thread::{unshared, PerThread, MAX_COPIED_BODY};
 use crate::upstream::StoredVersion;
@@ -7,6 +8,7 @@ use bytes::Bytes;
 use http::header::{HeaderName, AGE};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -15,23 +17,36 @@ use tokio::sync::watch;
 /// Where an entry is filed: the request's primary key (method, scheme, host, target and
 /// any configured fields) and a hash of the request fields its response's `Vary` names
 /// (0 when it names none).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Key {
     pub primary: Arc<str>,
     pub secondary: u64,
 }
 
-/// A [`Key`] by reference, for a lookup that allocates nothing (a hit). Hashes as `Key`
-/// does: the derived `Hash` of `Arc<str>` is its `str`'s.
-#[derive(Hash)]
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        key::hash_text(state, &self.primary);
+        state.write_u64(self.secondary);
+    }
+}
+
+/// A [`Key`] by reference, for a lookup that allocates nothing (a hit). Hashes as the
+/// `Key` it names does.
 pub(crate) struct KeyRef<'a> {
-    pub primary: &'a str,
+    pub primary: &'a Primary<'a>,
     pub secondary: u64,
+}
+
+impl Hash for KeyRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.primary.hash(state);
+        state.write_u64(self.secondary);
+    }
 }
 
 impl moka::Equivalent<Key> for KeyRef<'_> {
     fn equivalent(&self, key: &Key) -> bool {
-        self.secondary == key.secondary && self.primary == &*key.primary
+        self.secondary == key.secondary && self.primary.is(&key.primary)
     }
 }
 
@@ -51,6 +66,8 @@ pub(crate) struct Entry {
     /// Marked removed when the entry leaves the store, which drops what layers above made
     /// from it (compressed variants), and threads' copies of it.
     pub version: StoredVersion,
+    /// Whether its fields have a `Content-Length`, known without a lookup on each hit.
+    pub has_length: bool,
     /// When it last answered from the shared map ([`crate::clock::coarse_ms`]): twice
     /// within [`HOT_MS`] and the thread copies it.
     shared_at: AtomicU64,
@@ -87,7 +104,9 @@ impl Entry {
             heuristic_max,
         );
         let initial_age = policy::current_age(&headers, exchange, exchange.response_time);
+        let has_length = headers.contains_key(http::header::CONTENT_LENGTH);
         Entry {
+            has_length,
             status,
             headers,
             body,
@@ -117,6 +136,7 @@ impl Entry {
             lifetime: self.lifetime,
             initial_age: self.initial_age,
             version: self.version.clone(),
+            has_length: self.has_length,
             shared_at: AtomicU64::new(0),
             gone: self.gone.clone(),
         }
@@ -409,13 +429,18 @@ impl ResponseStore {
     }
 
     /// The request fields responses under `primary` vary on, if any had a `Vary`.
-    pub(crate) fn vary_names(&self, primary: &str) -> Option<Vec<HeaderName>> {
-        if self.inner.any_vary.load(Ordering::Relaxed) {
-            if let Some(v) = self.inner.vary.get(primary) {
+    pub(crate) fn vary_names(&self, primary: &Primary<'_>) -> Option<Vec<HeaderName>> {
+        let any_vary = self.inner.any_vary.load(Ordering::Relaxed);
+        if !any_vary && self.inner.disk.is_none() {
+            return None;
+        }
+        let primary = primary.text();
+        if any_vary {
+            if let Some(v) = self.inner.vary.get(&*primary) {
                 return Some(v.lock().unwrap_or_else(|e| e.into_inner()).names.clone());
             }
         }
-        let names = self.inner.disk.as_ref()?.vary_names(primary)?;
+        let names = self.inner.disk.as_ref()?.vary_names(&primary)?;
         (!names.is_empty()).then_some(names)
     }
 
@@ -453,7 +478,7 @@ impl ResponseStore {
             if let Some(c) = mine.get(&hash) {
                 if !c.local.gone.load(Ordering::Acquire)
                     && c.secondary == key.secondary
-                    && *c.primary == *key.primary
+                    && key.primary.is(&c.primary)
                 {
                     let now = crate::clock::coarse_ms();
                     if now.saturating_sub(c.touched_ms.get()) >= 1000 {
@@ -474,7 +499,7 @@ impl ResponseStore {
         }
         let local = Arc::new(e.private_copy());
         let key = Key {
-            primary: key.primary.into(),
+            primary: Arc::from(&*key.primary.text()),
             secondary: key.secondary,
         };
         let bytes = e.size(&key);
@@ -751,8 +776,9 @@ mod tests {
     fn a_hot_entry_is_copied_for_its_thread_and_goes_with_the_entry() {
         let s = ResponseStore::new(1 << 20, 1000);
         let k = key("GET http://h/hot");
+        let p = Primary::Text(k.primary.to_string());
         let r = KeyRef {
-            primary: &k.primary,
+            primary: &p,
             secondary: 0,
         };
         s.insert(k.clone(), vec![], entry(100));
@@ -861,7 +887,8 @@ mod tests {
         }
         s.insert(key("GET http://h/ab"), vec![], entry(10));
         s.insert(key("GET http://h/b"), vec![], entry(10));
-        assert_eq!(s.vary_names("GET http://h/a"), Some(vec![ae]));
+        let p = Primary::Text("GET http://h/a".into());
+        assert_eq!(s.vary_names(&p), Some(vec![ae]));
         assert_eq!(s.invalidate("GET http://h/a"), 3);
         assert_eq!(s.invalidate("GET http://h/a"), 0);
         assert_eq!(s.purge_prefix("GET http://h/a"), 1);
