@@ -366,6 +366,9 @@ async fn the_request_cache_control_is_obeyed_or_ignored_as_configured() {
     )
     .await;
     assert_eq!((r.status, o.calls()), (StatusCode::GATEWAY_TIMEOUT, before));
+    // Logged as a miss, and counted as one.
+    assert_eq!(r.cache, Some(CacheStatus::Miss));
+    assert_eq!(c.store().stats().misses.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

@@ -300,8 +300,10 @@ fn lookup_key<B>(s: &Settings, req: &Request<B>) -> Key {
     }
 }
 
-/// §5.2.1.7: `only-if-cached` with nothing usable stored.
+/// §5.2.1.7: `only-if-cached` with nothing usable stored. Counted as the miss its status
+/// says it is.
 fn not_cached<B>(s: &Settings, wants: Wants) -> Response<CacheBody<B>> {
+    bump(&s.store.stats().misses);
     let mut res = Response::new(CacheBody::empty());
     *res.status_mut() = StatusCode::GATEWAY_TIMEOUT;
     mark(
