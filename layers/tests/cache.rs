@@ -170,6 +170,32 @@ async fn a_fresh_response_is_served_from_the_store_with_its_age() {
 }
 
 #[tokio::test]
+async fn a_hit_sends_one_age_counted_from_the_first_the_origin_sent() {
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[
+            ("cache-control", "max-age=600"),
+            ("age", "30"),
+            ("age", "5"),
+        ],
+        "body",
+    );
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    let hit = get(&c, "GET", "/", &[]).await;
+    assert_eq!(hit.cache, Some(CacheStatus::Hit));
+    let ages: Vec<u64> = hit
+        .headers
+        .get_all("age")
+        .iter()
+        .map(|v| v.to_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ages.len(), 1, "{ages:?}");
+    assert!((30..40).contains(&ages[0]), "{ages:?}");
+}
+
+#[tokio::test]
 async fn what_a_shared_cache_must_not_store_is_not_stored() {
     for (fields, req) in [
         (vec![("cache-control", "no-store")], vec![]),

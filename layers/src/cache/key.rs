@@ -499,6 +499,16 @@ mod tests {
                 assert!(!p.is(&other), "{other}");
             }
         }
+        // An absolute-form target on a TLS connection: its authority, port and all.
+        let mut r = req(
+            "http://example.com:8080/a?b",
+            &[("host", "ignored.example")],
+        );
+        r.extensions_mut().insert(crate::client::Https(true));
+        let p = Primary::of(&r, r.headers().get(HOST), &parts);
+        assert!(matches!(p, Primary::Pieces { .. }));
+        assert_eq!(p.text(), "GET https://example.com:8080/a?b");
+        assert_eq!(p.text(), key(&r, &parts));
         // A host in upper case, with a `/` or an escape, configured fields or cookies:
         // the text, made as before, and hashed as its key is.
         for (host, text) in [

@@ -88,10 +88,15 @@ impl Entry {
         // Every answer from the entry sets `Age` on a clone of these fields: stored, it is
         // replaced in place, where adding it grew the clone's vector, a reallocation per
         // hit (callgrind, cache-1k: 1.3k of 18.9k instructions a request). `0` is what
-        // its absence means (RFC 9111 §4.2.3's age_value).
-        if !headers.contains_key(AGE) {
-            headers.insert(AGE, HeaderValue::from_static("0"));
-        }
+        // its absence means (RFC 9111 §4.2.3's age_value). One value only: a hit replaces
+        // the first, and a second the upstream sent would go out beside it. The first is
+        // the one the age is computed from (`policy::current_age`), now and after a
+        // restart.
+        let first = headers
+            .get(AGE)
+            .cloned()
+            .unwrap_or(HeaderValue::from_static("0"));
+        headers.insert(AGE, first);
         // Room for one more in the index, which a clone keeps: `insert` grows a map that
         // is full even when it replaces (http 1.5's `try_reserve_one`).
         headers.reserve(1);
@@ -763,6 +768,18 @@ mod tests {
         let e = Entry::new(e.status, h, e.body, e.exchange, Duration::ZERO, e.version);
         assert_eq!(e.headers.get(AGE).unwrap(), "7");
         assert!(e.age(e.exchange.response_time) >= Duration::from_secs(7));
+    }
+
+    #[test]
+    fn an_entry_keeps_one_age_the_first_it_was_sent() {
+        let mut h = HeaderMap::new();
+        h.append(AGE, HeaderValue::from_static("30"));
+        h.append(AGE, HeaderValue::from_static("5"));
+        let e = entry(1);
+        let e = Entry::new(e.status, h, e.body, e.exchange, Duration::ZERO, e.version);
+        let ages: Vec<_> = e.headers.get_all(AGE).iter().collect();
+        assert_eq!(ages, ["30"]);
+        assert!(e.age(e.exchange.response_time) >= Duration::from_secs(30));
     }
 
     fn key(p: &str) -> Key {
