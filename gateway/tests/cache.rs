@@ -142,6 +142,44 @@ fn a_proxy_route_with_a_cache_answers_repeats_from_memory() {
     assert_eq!(b.calls(), 4);
 }
 
+/// Reloads `s` with the route of [`cached`] under `name`, its `[routes.cache]` `cache`.
+fn reload_cached(s: &TestServer, up: SocketAddr, name: &str, cache: &str) {
+    let toml = format!(
+        "root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nworkers = 1\n\
+         [[routes]]\nname = \"{name}\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n\
+         [routes.cache]\ncache_status_header = true\n{cache}\n",
+        std::env::temp_dir().display().to_string()
+    );
+    s.router.reload(&load_config(toml).unwrap()).unwrap();
+}
+
+#[test]
+fn a_reload_keeps_a_routes_cached_responses_unless_its_cache_settings_change() {
+    let b = Killable::start("max-age=600", Duration::ZERO);
+    let s = cached(b.addr, "");
+    let hit = |s: &TestServer| s.get("/a").header("cache-status") == Some("gatehouse; hit");
+    assert!(!hit(&s));
+    assert!(hit(&s));
+    // The same route and settings, with another table around them: still a hit.
+    reload_cached(&s, b.addr, "api", "");
+    assert!(hit(&s), "a reload with unchanged settings emptied the cache");
+    reload_cached(&s, b.addr, "api", "");
+    assert!(hit(&s));
+    assert_eq!(b.calls(), 1);
+    // A key field more: what was stored may not be what the new key would keep apart.
+    reload_cached(&s, b.addr, "api", "key_headers = [\"x-user\"]");
+    assert!(!hit(&s));
+    assert_eq!(b.calls(), 2);
+    assert!(hit(&s));
+    // Another route (a new name) starts empty, as does a changed bound.
+    reload_cached(&s, b.addr, "other", "key_headers = [\"x-user\"]");
+    assert!(!hit(&s));
+    reload_cached(&s, b.addr, "other", "key_headers = [\"x-user\"]\nmax_entries = 10");
+    assert!(!hit(&s));
+    assert!(hit(&s));
+    assert_eq!(b.calls(), 4);
+}
+
 #[test]
 fn a_thousand_concurrent_requests_for_a_cold_key_make_one_upstream_request() {
     let b = Killable::start("max-age=600", Duration::from_millis(300));

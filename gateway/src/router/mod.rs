@@ -200,6 +200,21 @@ pub(crate) struct RouteCaches {
     pub(crate) variants: Option<gatehouse_layers::precompress::VariantCache>,
     /// The response cache's store (`[routes.cache]`).
     pub(crate) responses: Option<gatehouse_layers::cache::ResponseStore>,
+    /// What the store was made for, so that a reload keeps it for the same route and
+    /// settings (nginx keeps its cache zones across a reload).
+    pub(crate) made_for: Option<StoreFor>,
+}
+
+/// What a response store was made for: its route's hosts and path, its `[routes.cache]`,
+/// and the fields a forward-auth answer adds to its keys. A store is kept across a reload
+/// only where these are equal: a changed key, bound or disk tier could otherwise serve
+/// what the new settings wouldn't have stored, or would have keyed apart.
+#[derive(Clone, PartialEq)]
+pub(crate) struct StoreFor {
+    hosts: Vec<String>,
+    path: String,
+    config: gatehouse_config::CacheConfig,
+    granted: Vec<String>,
 }
 
 fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
@@ -343,6 +358,7 @@ pub fn build_with(config: &Config, mounts: Mounts) -> io::Result<GatewayRouter> 
             &logs,
             config.metrics.enabled,
             &mounts,
+            &[],
         )?)),
         unrouted: config.metrics.enabled.then(|| route_metrics(UNROUTED)),
         logs,
@@ -391,7 +407,15 @@ fn access_log(i: usize, cfg: &AccessLogConfig, logs: &Logs) -> io::Result<Access
 }
 
 /// `metrics`: whether requests are measured, as decided at start (a reload can't change it).
-fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> io::Result<Table> {
+/// `previous`: the caches of the table being replaced, whose response stores the same
+/// routes keep.
+fn build_table(
+    config: &Config,
+    logs: &Logs,
+    metrics: bool,
+    mounts: &Mounts,
+    previous: &[RouteCaches],
+) -> io::Result<Table> {
     let mut exact: HashMap<Box<str>, Group> = HashMap::new();
     let mut wildcard: HashMap<Box<str>, Group> = HashMap::new();
     let mut any = Group::default();
@@ -402,7 +426,23 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
             Some(cfg) => Some(access_log(i, cfg, logs)?),
             None => None,
         };
-        let svc = route_service(i, route, crate::rt::workers(config), mounts)?;
+        let made_for = route
+            .cache
+            .as_ref()
+            .filter(|c| c.enabled && route.proxy.is_some() && route.mount.is_none())
+            .map(|c| StoreFor {
+                hosts: route.hosts.clone(),
+                path: route.path.clone(),
+                config: c.clone(),
+                granted: granted_fields(route.auth.as_ref()),
+            });
+        let kept = made_for.as_ref().and_then(|m| {
+            previous
+                .iter()
+                .find(|p| p.route == route.name() && p.made_for.as_ref() == Some(m))
+                .and_then(|p| p.responses.clone())
+        });
+        let svc = route_service(i, route, crate::rt::workers(config), mounts, kept)?;
         match &svc {
             RouteService::Proxy(p) => proxies.push(p.0.clone()),
             RouteService::ProxyCompressed(p) => proxies.push(p.get_ref().0.clone()),
@@ -430,6 +470,7 @@ fn build_table(config: &Config, logs: &Logs, metrics: bool, mounts: &Mounts) -> 
             route: route.name().to_string(),
             files,
             variants,
+            made_for: made_for.filter(|_| responses.is_some()),
             responses,
         });
         let proxied = matches!(
@@ -581,6 +622,7 @@ fn route_service(
     route: &Route,
     slots: usize,
     mounts: &Mounts,
+    kept: Option<gatehouse_layers::cache::ResponseStore>,
 ) -> io::Result<RouteService> {
     if let Some(name) = &route.mount {
         return match mounts.by_name.get(name) {
@@ -609,7 +651,7 @@ fn route_service(
             proxy = proxy.keeping_fields(&set);
         }
         let cache = match route.cache.as_ref().filter(|c| c.enabled) {
-            Some(c) => Some(cache_layer(i, c, route.auth.as_ref())?),
+            Some(c) => Some(cache_layer(i, c, route.auth.as_ref(), kept)?),
             None => None,
         };
         // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
@@ -904,17 +946,20 @@ impl RuleLayers {
 /// The route's compression layer, or none when it is off.
 /// `auth`: the route's; the fields a forward-auth service's answer sets on the request
 /// (a user's name, say) join the key, for the upstream answers by them.
+/// `kept`: the store a reload keeps from the previous table, made for the same settings.
 fn cache_layer(
     i: usize,
     c: &gatehouse_config::CacheConfig,
     auth: Option<&gatehouse_config::AuthConfig>,
+    kept: Option<gatehouse_layers::cache::ResponseStore>,
 ) -> io::Result<gatehouse_layers::cache::CacheLayer> {
-    let granted = auth
-        .and_then(|a| a.forward.as_ref())
-        .map(|f| f.response_headers.clone())
-        .unwrap_or_default();
-    let layer = gatehouse_layers::cache::CacheLayer::new()
-        .limits(c.max_bytes, c.max_entries)
+    let granted = granted_fields(auth);
+    let layer = gatehouse_layers::cache::CacheLayer::new();
+    let layer = match &kept {
+        Some(store) => layer.with_store(store.clone()),
+        None => layer.limits(c.max_bytes, c.max_entries),
+    };
+    let layer = layer
         .max_object_bytes(c.max_object_bytes)
         // Validated by `check`: a name that is not one cannot reach here.
         .key_headers(
@@ -933,6 +978,7 @@ fn cache_layer(
         .ignore_request_cache_control(c.ignore_request_cache_control)
         .cache_status_header(c.cache_status_header);
     match &c.disk_path {
+        Some(_) if kept.is_some() => Ok(layer),
         Some(dir) => layer.disk(dir, c.disk_max_bytes).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -941,6 +987,13 @@ fn cache_layer(
         }),
         None => Ok(layer),
     }
+}
+
+/// The request fields a route's forward-auth answer sets, which join its cache's keys.
+fn granted_fields(auth: Option<&gatehouse_config::AuthConfig>) -> Vec<String> {
+    auth.and_then(|a| a.forward.as_ref())
+        .map(|f| f.response_headers.clone())
+        .unwrap_or_default()
 }
 
 fn compression_layer(c: &CompressionConfig) -> Option<PrecompressLayer> {
@@ -1166,9 +1219,16 @@ impl Table {
 impl GatewayRouter {
     /// Swaps in the routes of `config` (already validated). Requests in flight finish on
     /// the old routes; the old proxies' health checks stop; the new ones start on the
-    /// current runtime. Fails, changing nothing, if the new routes can't be built.
+    /// current runtime. A route keeps its cached responses if its name and its cache
+    /// settings are unchanged. Fails, changing nothing, if the new routes can't be built.
     pub fn reload(&self, config: &Config) -> io::Result<()> {
-        let table = build_table(config, &self.logs, self.unrouted.is_some(), &self.mounts)?;
+        let table = build_table(
+            config,
+            &self.logs,
+            self.unrouted.is_some(),
+            &self.mounts,
+            &self.table.load().caches,
+        )?;
         for p in &table.proxies {
             p.spawn_health_checks();
         }
