@@ -142,6 +142,21 @@ fn a_proxy_route_with_a_cache_answers_repeats_from_memory() {
     assert_eq!(b.calls(), 4);
 }
 
+#[test]
+fn a_range_on_a_miss_is_cut_from_the_whole_which_is_stored() {
+    let b = Killable::start_padded("max-age=600", Duration::ZERO, 100_000);
+    let s = cached(b.addr, "");
+    let r = s.get_with("/r", "Range: bytes=5-9\r\n");
+    assert_eq!((r.status, r.text()), (206, "of /r".to_string()));
+    assert_eq!(r.header("content-range"), Some("bytes 5-9/100010"));
+    let r = s.get_with("/r", "Range: bytes=-3\r\n");
+    assert_eq!((r.status, r.text()), (206, "xxx".to_string()));
+    assert_eq!(r.header("cache-status"), Some("gatehouse; hit"));
+    let r = s.get("/r");
+    assert_eq!((r.status, r.body.len()), (200, 100_010));
+    assert_eq!(b.calls(), 1, "the range's miss stored the whole");
+}
+
 /// Reloads `s` with the route of [`cached`] under `name`, its `[routes.cache]` `cache`.
 fn reload_cached(s: &TestServer, up: SocketAddr, name: &str, cache: &str) {
     let toml = format!(
@@ -162,7 +177,10 @@ fn a_reload_keeps_a_routes_cached_responses_unless_its_cache_settings_change() {
     assert!(hit(&s));
     // The same route and settings, with another table around them: still a hit.
     reload_cached(&s, b.addr, "api", "");
-    assert!(hit(&s), "a reload with unchanged settings emptied the cache");
+    assert!(
+        hit(&s),
+        "a reload with unchanged settings emptied the cache"
+    );
     reload_cached(&s, b.addr, "api", "");
     assert!(hit(&s));
     assert_eq!(b.calls(), 1);
@@ -174,7 +192,12 @@ fn a_reload_keeps_a_routes_cached_responses_unless_its_cache_settings_change() {
     // Another route (a new name) starts empty, as does a changed bound.
     reload_cached(&s, b.addr, "other", "key_headers = [\"x-user\"]");
     assert!(!hit(&s));
-    reload_cached(&s, b.addr, "other", "key_headers = [\"x-user\"]\nmax_entries = 10");
+    reload_cached(
+        &s,
+        b.addr,
+        "other",
+        "key_headers = [\"x-user\"]\nmax_entries = 10",
+    );
     assert!(!hit(&s));
     assert!(hit(&s));
     assert_eq!(b.calls(), 4);

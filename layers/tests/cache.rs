@@ -1188,3 +1188,214 @@ async fn the_access_log_asks_for_the_status_when_its_format_shows_it() {
         );
     }
 }
+
+/// A body in frames of the given sizes, its length announced.
+struct Frames {
+    parts: std::collections::VecDeque<Bytes>,
+    left: u64,
+}
+
+impl http_body::Body for Frames {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        let part = self.parts.pop_front();
+        if let Some(p) = &part {
+            self.left -= p.len() as u64;
+        }
+        std::task::Poll::Ready(part.map(|p| Ok(http_body::Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
+}
+
+/// An origin sending one fresh 200 in frames of `frame` bytes, whatever it is asked (it
+/// ignores `Range`, as a server may), and keeping the fields of what it was asked.
+#[derive(Clone)]
+struct Framed {
+    body: Bytes,
+    frame: usize,
+    asked: Arc<Mutex<Vec<HeaderMap>>>,
+}
+
+impl Service<Request<()>> for Framed {
+    type Response = Response<Frames>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Response<Frames>, std::io::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<()>) -> Self::Future {
+        self.asked.lock().unwrap().push(req.headers().clone());
+        let parts = (0..self.body.len())
+            .step_by(self.frame)
+            .map(|i| self.body.slice(i..(i + self.frame).min(self.body.len())))
+            .collect();
+        let res = Response::builder()
+            .header("cache-control", "max-age=60")
+            .header("etag", "\"v\"")
+            .header("content-length", self.body.len())
+            .body(Frames {
+                parts,
+                left: self.body.len() as u64,
+            })
+            .unwrap();
+        std::future::ready(Ok(res))
+    }
+}
+
+/// What RFC 9110 §14.1.2 makes of one `bytes` range of a body of `len`: its first and
+/// last offsets, or `None` when unsatisfiable.
+fn satisfied(first: Option<u64>, last: Option<u64>, len: u64) -> Option<(u64, u64)> {
+    match (first, last) {
+        (None, Some(n)) => (n > 0 && len > 0).then(|| (len - n.min(len), len - 1)),
+        (Some(a), b) => (a < len).then(|| (a, b.unwrap_or(u64::MAX).min(len - 1))),
+        (None, None) => unreachable!(),
+    }
+}
+
+#[tokio::test]
+async fn a_range_on_a_miss_fetches_the_whole_stores_it_and_gets_its_part() {
+    let whole: Bytes = (0..23u8).map(|i| b'a' + i).collect::<Vec<u8>>().into();
+    let mut cases = 0;
+    for len in [0usize, 1, 7, 23] {
+        let body = whole.slice(..len);
+        for frame in [1, 4, len.max(1)] {
+            let mut ranges = Vec::new();
+            for a in 0..=len as u64 + 1 {
+                ranges.push((Some(a), None));
+                ranges.push((None, Some(a)));
+                for b in a..=len as u64 + 1 {
+                    ranges.push((Some(a), Some(b)));
+                }
+            }
+            // A bound under the whole: the copy is given up, the part still cut right.
+            for max in [u64::MAX, len as u64 / 2] {
+                for &(a, b) in &ranges {
+                    cases += 1;
+                    let spec = format!(
+                        "bytes={}-{}",
+                        a.map_or(String::new(), |a| a.to_string()),
+                        b.map_or(String::new(), |b| b.to_string())
+                    );
+                    let origin = Framed {
+                        body: body.clone(),
+                        frame,
+                        asked: Arc::default(),
+                    };
+                    let layer = CacheLayer::new().max_object_bytes(max);
+                    let c = layer.layer(origin.clone());
+                    let req = Request::get("/f")
+                        .header("host", "example.com")
+                        .header("range", &spec)
+                        .body(())
+                        .unwrap();
+                    let res = c.clone().oneshot(req).await.unwrap();
+                    let (status, fields) = (res.status(), res.headers().clone());
+                    let got = res.into_body().collect().await.unwrap().to_bytes();
+                    let what = format!("{spec} of {len} bytes in frames of {frame}, max {max}");
+                    // `-0` is unsatisfiable whatever the length: the origin says so.
+                    let widened = match (a, b) {
+                        (Some(a), _) => a <= max,
+                        (None, b) => b != Some(0),
+                    };
+                    let passed_on = origin.asked.lock().unwrap()[0].contains_key("range");
+                    assert_eq!(passed_on, !widened, "{what}: Range sent upstream");
+                    if !widened {
+                        // The origin's whole 200, passed on as it came.
+                        assert_eq!((status, &got), (StatusCode::OK, &body), "{what}");
+                        continue;
+                    }
+                    match satisfied(a, b, len as u64) {
+                        Some((x, y)) => {
+                            assert_eq!(status, StatusCode::PARTIAL_CONTENT, "{what}");
+                            assert_eq!(got, body.slice(x as usize..=y as usize), "{what}");
+                            assert_eq!(
+                                fields["content-range"],
+                                format!("bytes {x}-{y}/{len}").as_str(),
+                                "{what}"
+                            );
+                            assert_eq!(fields["content-length"], got.len().to_string().as_str());
+                        }
+                        None => {
+                            assert_eq!(status, StatusCode::RANGE_NOT_SATISFIABLE, "{what}");
+                            assert_eq!(got.len(), 0, "{what}");
+                            assert_eq!(
+                                fields["content-range"],
+                                format!("bytes */{len}").as_str(),
+                                "{what}"
+                            );
+                        }
+                    }
+                    // The whole was stored, unless it was over the bound.
+                    let req = Request::get("/f")
+                        .header("host", "example.com")
+                        .body(())
+                        .unwrap();
+                    let again = c.clone().oneshot(req).await.unwrap();
+                    let again = again.into_body().collect().await.unwrap().to_bytes();
+                    assert_eq!(again, body, "{what}");
+                    let calls = origin.asked.lock().unwrap().len();
+                    let stored = len as u64 <= max;
+                    assert_eq!(
+                        calls,
+                        if stored { 1 } else { 2 },
+                        "{what}: upstream requests"
+                    );
+                }
+            }
+        }
+    }
+    assert!(cases > 1000);
+}
+
+#[tokio::test]
+async fn a_range_miss_whose_if_range_fails_gets_the_whole_which_is_stored() {
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[
+            ("cache-control", "max-age=60"),
+            ("etag", "\"e\""),
+            ("content-length", "10"),
+        ],
+        "0123456789",
+    );
+    let c = cache(&o, CacheLayer::new());
+    let r = get(
+        &c,
+        "GET",
+        "/",
+        &[("range", "bytes=2-4"), ("if-range", "\"old\"")],
+    )
+    .await;
+    assert_eq!((r.status, r.body.len()), (StatusCode::OK, 10));
+    assert!(!o.last().contains_key("range") && !o.last().contains_key("if-range"));
+    let r = get(
+        &c,
+        "GET",
+        "/",
+        &[("range", "bytes=2-4"), ("if-range", "\"e\"")],
+    )
+    .await;
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (StatusCode::PARTIAL_CONTENT, &b"234"[..])
+    );
+    assert_eq!((r.cache, o.calls()), (Some(CacheStatus::Hit), 1));
+}

@@ -23,7 +23,17 @@ pin_project! {
     enum Kind<B> {
         Stored { data: Option<Bytes> },
         Inner { #[pin] inner: B, fill: Option<Box<Fill>> },
+        // Boxed, to be moved into a task (rare: a range's miss).
+        Cut { inner: Option<Pin<Box<B>>>, fill: Option<Box<Fill>>, window: Window },
     }
+}
+
+/// The part of an inner body a client asked for with `Range` when the whole is fetched
+/// to be stored: `skip` bytes are dropped, then `left` are sent.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    skip: u64,
+    left: u64,
 }
 
 /// What a [`CacheBody`] is, for a server that sends each kind its own cheapest way.
@@ -55,7 +65,7 @@ impl<B> CacheBody<B> {
         match self.kind {
             Kind::Stored { data } => Split::Stored(data),
             Kind::Inner { inner, fill: None } => Split::Passing(inner),
-            kind @ Kind::Inner { .. } => Split::Filling(CacheBody { kind }),
+            kind @ (Kind::Inner { .. } | Kind::Cut { .. }) => Split::Filling(CacheBody { kind }),
         }
     }
 }
@@ -75,6 +85,60 @@ impl<B: Body> CacheBody<B> {
             kind: Kind::Inner { inner, fill },
         }
     }
+
+    /// Only `len` bytes from `first` of an inner body. Once they are sent, the rest of a
+    /// body being stored is read into the store by a task of its own: a server stops
+    /// reading a body at its announced length, and the client's part may end long before
+    /// the whole.
+    pub(crate) fn window(self, first: u64, len: u64) -> Self {
+        match self.kind {
+            Kind::Inner { inner, fill } => CacheBody {
+                kind: Kind::Cut {
+                    inner: Some(Box::pin(inner)),
+                    fill,
+                    window: Window {
+                        skip: first,
+                        left: len,
+                    },
+                },
+            },
+            kind => CacheBody { kind },
+        }
+    }
+}
+
+/// Reads the rest of `inner` into `fill` on the runtime, then stores it; without one, or
+/// if `inner` is over, stores what `fill` has when it is whole.
+fn read_behind<B>(inner: Option<Pin<Box<B>>>, fill: Option<Box<Fill>>)
+where
+    B: Body<Data = Bytes> + Send + 'static,
+{
+    let (Some(mut inner), Some(mut fill)) = (inner, fill) else {
+        return;
+    };
+    if inner.is_end_stream() {
+        fill.finish();
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| inner.as_mut().poll_frame(cx)).await {
+                Some(Ok(f)) => {
+                    if let Some(d) = f.data_ref() {
+                        if !fill.take(d) {
+                            return;
+                        }
+                    }
+                }
+                Some(Err(_)) => return,
+                None => break,
+            }
+        }
+        fill.finish();
+    });
 }
 
 /// What a response being stored needs once its body has all come: where it goes, its head,
@@ -147,7 +211,7 @@ impl Drop for Fill {
 
 impl<B> Body for CacheBody<B>
 where
-    B: Body<Data = Bytes>,
+    B: Body<Data = Bytes> + Send + 'static,
 {
     type Data = Bytes;
     type Error = B::Error;
@@ -182,6 +246,52 @@ where
                 }
                 Poll::Ready(frame)
             }
+            KindProj::Cut {
+                inner,
+                fill,
+                window,
+            } => loop {
+                let Some(body) = inner.as_mut() else {
+                    return Poll::Ready(None);
+                };
+                if window.left == 0 {
+                    read_behind(inner.take(), fill.take());
+                    return Poll::Ready(None);
+                }
+                let d = match ready!(body.as_mut().poll_frame(cx)) {
+                    Some(Ok(f)) => match f.into_data() {
+                        Ok(d) => d,
+                        // Trailers belong to the whole, not to a part of it.
+                        Err(_) => continue,
+                    },
+                    Some(Err(e)) => {
+                        *fill = None;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                    None => {
+                        read_behind(inner.take(), fill.take());
+                        return Poll::Ready(None);
+                    }
+                };
+                if let Some(fl) = fill.as_mut() {
+                    if !fl.take(&d) {
+                        *fill = None;
+                    }
+                }
+                let len = d.len() as u64;
+                if window.skip >= len {
+                    window.skip -= len;
+                    continue;
+                }
+                let start = window.skip as usize;
+                let end = (window.skip + window.left).min(len) as usize;
+                window.skip = 0;
+                window.left -= (end - start) as u64;
+                if window.left == 0 {
+                    read_behind(inner.take(), fill.take());
+                }
+                return Poll::Ready(Some(Ok(Frame::data(d.slice(start..end)))));
+            },
         }
     }
 
@@ -189,6 +299,7 @@ where
         match &self.kind {
             Kind::Stored { data } => data.is_none(),
             Kind::Inner { inner, .. } => inner.is_end_stream(),
+            Kind::Cut { inner, window, .. } => inner.is_none() || window.left == 0,
         }
     }
 
@@ -198,6 +309,7 @@ where
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
             Kind::Inner { inner, .. } => inner.size_hint(),
+            Kind::Cut { window, .. } => SizeHint::with_exact(window.left),
         }
     }
 }

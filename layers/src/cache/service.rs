@@ -338,7 +338,7 @@ async fn miss<S, ReqB, B>(
 ) -> Result<Response<CacheBody<B>>, S::Error>
 where
     S: Service<Request<ReqB>, Response = Response<B>>,
-    B: http_body::Body<Data = Bytes>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
 {
     // For a stale entry, worth waiting only if it would serve this request once
     // confirmed, at the age a waiter finds it (just over zero): not one that must be
@@ -445,15 +445,29 @@ async fn fetch<S, ReqB, B>(
 ) -> Result<Response<CacheBody<B>>, S::Error>
 where
     S: Service<Request<ReqB>, Response = Response<B>>,
-    B: http_body::Body<Data = Bytes>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
 {
     let stats = s.store.stats();
     let head = req.method() == Method::HEAD;
     let wants = wants(&req);
     let asked = req.headers().clone();
     let validating = stale.as_ref().filter(|(e, _)| has_validator(e)).is_some();
+    // As nginx's proxy_cache does, a range is not passed on: the whole is fetched to be
+    // stored, and the range is cut from it as it passes (RFC 9111 §3.4 leaves partial
+    // content unstored; RFC 9110 §14.2 lets the range be served from the whole). Not for
+    // a range starting past what could be stored: that response would not be.
+    let mut widened = !head
+        && asked
+            .get(RANGE)
+            .is_some_and(|r| worth_widening(r, s.max_object_bytes));
+    if widened {
+        req.headers_mut().remove(RANGE);
+        req.headers_mut().remove(IF_RANGE);
+    }
     if let (Some((e, _)), true) = (&stale, validating) {
+        // Removes `Range` too: a 200 to the revalidation is cut as above.
         add_conditions(&mut req, e);
+        widened |= !head && asked.contains_key(RANGE);
     }
     let request_time = SystemTime::now();
     let result = ready_call(&mut inner, req).await;
@@ -502,6 +516,9 @@ where
         res.extensions_mut().insert(v);
     }
     let mut res = res.map(|b| CacheBody::filling(b, fill));
+    if widened {
+        cut_range(&mut res, &asked);
+    }
     if s.cache_status {
         let fwd = if stale.is_some() { "stale" } else { "uri-miss" };
         let detail = format!(
@@ -654,7 +671,7 @@ async fn refresh<S, ReqB, B>(
     flight: super::store::Flight,
 ) where
     S: Service<Request<ReqB>, Response = Response<B>>,
-    B: http_body::Body<Data = Bytes>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
 {
     let asked = req.headers().clone();
     let req_cc = if s.ignore_request_cache_control {
@@ -700,7 +717,7 @@ async fn invalidating<S, ReqB, B>(
 ) -> Result<Response<CacheBody<B>>, S::Error>
 where
     S: Service<Request<ReqB>, Response = Response<B>>,
-    B: http_body::Body<Data = Bytes>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
 {
     let wants = wants(&req);
     let head = Request::builder()
@@ -912,6 +929,68 @@ fn not_modified(asked: &HeaderMap, stored: &HeaderMap, received: SystemTime) -> 
         .or_else(|| date(stored, DATE))
         .unwrap_or(received);
     modified <= since
+}
+
+/// Whether a miss asking for `range` should fetch the whole instead: not for a range
+/// starting past `max_object_bytes`, whose whole could not be stored. A range from the end
+/// (`-500`) or of several parts is widened: the first is stored whole, the second served
+/// whole (as a hit would be).
+fn worth_widening(range: &HeaderValue, max_object_bytes: u64) -> bool {
+    match byte_range(range, u64::MAX) {
+        Some(Ok((first, _))) => {
+            first <= max_object_bytes || range.as_bytes().trim_ascii_start().starts_with(b"bytes=-")
+        }
+        Some(Err(())) => false,
+        None => true,
+    }
+}
+
+/// A whole 200 fetched for a request with `Range` (`asked`), made the 206 or 416 that
+/// request gets, its body cut to the range as it passes; unchanged when the range doesn't
+/// apply (`If-Range` fails, or no length is announced), so the whole is sent, as RFC 9110
+/// §14.2 allows.
+fn cut_range<B: http_body::Body<Data = Bytes> + Send + 'static>(
+    res: &mut Response<CacheBody<B>>,
+    asked: &HeaderMap,
+) {
+    let Some(range) = asked.get(RANGE) else {
+        return;
+    };
+    if res.status() != StatusCode::OK || !if_range_holds(asked, res.headers()) {
+        return;
+    }
+    let announced = res
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let Some(len) = announced.or_else(|| http_body::Body::size_hint(res.body()).exact()) else {
+        return;
+    };
+    let (status, content_range, first, n) = match byte_range(range, len) {
+        Some(Ok((a, b))) => (
+            StatusCode::PARTIAL_CONTENT,
+            format!("bytes {a}-{b}/{len}"),
+            a,
+            b - a + 1,
+        ),
+        Some(Err(())) => (
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            format!("bytes */{len}"),
+            len,
+            0,
+        ),
+        None => return,
+    };
+    let Ok(v) = HeaderValue::from_str(&content_range) else {
+        return;
+    };
+    *res.status_mut() = status;
+    res.headers_mut().insert(CONTENT_RANGE, v);
+    res.headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(n));
+    let body = std::mem::replace(res.body_mut(), CacheBody::empty());
+    *res.body_mut() = body.window(first, n);
 }
 
 /// RFC 9110 §13.1.5: a range is served only if `If-Range` names the stored response by a
