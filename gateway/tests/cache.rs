@@ -155,6 +155,16 @@ fn a_range_on_a_miss_is_cut_from_the_whole_which_is_stored() {
     let r = s.get("/r");
     assert_eq!((r.status, r.body.len()), (200, 100_010));
     assert_eq!(b.calls(), 1, "the range's miss stored the whole");
+    // Past the end: a 416, whose body the server never reads, and the whole still stored.
+    let r = s.get_with("/q", "Range: bytes=200000-\r\n");
+    assert_eq!(r.status, 416);
+    assert_eq!(r.header("content-range"), Some("bytes */100010"));
+    let r = s.get("/q");
+    assert_eq!((r.status, r.body.len()), (200, 100_010));
+    assert_eq!(b.calls(), 2, "the 416's miss stored the whole");
+    // From the end: passed on (the origin, which knows no ranges, sends the whole).
+    let r = s.get_with("/e", "Range: bytes=-3\r\n");
+    assert_eq!((r.status, r.body.len()), (200, 100_010));
 }
 
 /// Reloads `s` with the route of [`cached`] under `name`, its `[routes.cache]` `cache`.

@@ -90,8 +90,16 @@ impl<B: Body> CacheBody<B> {
     /// body being stored is read into the store by a task of its own: a server stops
     /// reading a body at its announced length, and the client's part may end long before
     /// the whole.
-    pub(crate) fn window(self, first: u64, len: u64) -> Self {
+    pub(crate) fn window(self, first: u64, len: u64) -> Self
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+    {
         match self.kind {
+            // Nothing to send (a 416): a server would not even poll it.
+            Kind::Inner { inner, fill } if len == 0 => {
+                read_behind(Some(Box::pin(inner)), fill);
+                CacheBody::empty()
+            }
             Kind::Inner { inner, fill } => CacheBody {
                 kind: Kind::Cut {
                     inner: Some(Box::pin(inner)),
@@ -106,6 +114,9 @@ impl<B: Body> CacheBody<B> {
         }
     }
 }
+
+/// How long the rest of a range's whole may take to come once the range is sent.
+const READ_BEHIND_FOR: Duration = Duration::from_secs(60);
 
 /// Reads the rest of `inner` into `fill` on the runtime, then stores it; without one, or
 /// if `inner` is over, stores what `fill` has when it is whole.
@@ -123,7 +134,7 @@ where
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    rt.spawn(async move {
+    let read = async move {
         loop {
             match std::future::poll_fn(|cx| inner.as_mut().poll_frame(cx)).await {
                 Some(Ok(f)) => {
@@ -138,7 +149,10 @@ where
             }
         }
         fill.finish();
-    });
+    };
+    // Bytes are bounded by the fill (`max_object_bytes`); time by this, for an upstream
+    // that trickles: no client waits on it, and it holds an upstream connection.
+    rt.spawn(tokio::time::timeout(READ_BEHIND_FOR, read));
 }
 
 /// What a response being stored needs once its body has all come: where it goes, its head,

@@ -931,17 +931,20 @@ fn not_modified(asked: &HeaderMap, stored: &HeaderMap, received: SystemTime) -> 
     modified <= since
 }
 
-/// Whether a miss asking for `range` should fetch the whole instead: not for a range
-/// starting past `max_object_bytes`, whose whole could not be stored. A range from the end
-/// (`-500`) or of several parts is widened: the first is stored whole, the second served
-/// whole (as a hit would be).
+/// Whether a miss asking for `range` should fetch the whole instead: only for one range
+/// from an offset (`bytes=100-`, `bytes=0-99`) within `max_object_bytes`. Past it, the
+/// whole could not be stored; and the bytes skipped before the range, read for nothing if
+/// the response turns out not storable, stay within that bound. A range from the end
+/// (`-500`) is not: the object may be any size (the end of a large archive).
 fn worth_widening(range: &HeaderValue, max_object_bytes: u64) -> bool {
+    let from_end = range
+        .to_str()
+        .ok()
+        .and_then(|r| r.split_once('='))
+        .is_none_or(|(_, spec)| spec.trim_start().starts_with('-'));
     match byte_range(range, u64::MAX) {
-        Some(Ok((first, _))) => {
-            first <= max_object_bytes || range.as_bytes().trim_ascii_start().starts_with(b"bytes=-")
-        }
-        Some(Err(())) => false,
-        None => true,
+        Some(Ok((first, _))) => first <= max_object_bytes && !from_end,
+        _ => false,
     }
 }
 
@@ -1005,14 +1008,26 @@ fn if_range_holds(asked: &HeaderMap, stored: &HeaderMap) -> bool {
             .get(ETAG)
             .is_some_and(|e| strong(e) && strong(cond) && e == cond)
     } else {
-        stored.get(LAST_MODIFIED) == Some(cond)
+        // A date is strong only if it is at least a second before the response's Date
+        // (§8.8.2.2): else the resource may have changed twice within that second.
+        let date = |v: Option<&HeaderValue>| httpdate::parse_http_date(v?.to_str().ok()?).ok();
+        let lm = stored.get(LAST_MODIFIED);
+        lm == Some(cond)
+            && date(lm)
+                .zip(date(stored.get(DATE)))
+                .is_some_and(|(lm, sent)| lm + Duration::from_secs(1) <= sent)
     }
 }
 
 /// One `bytes` range of a body of `len` (RFC 9110 §14.1.2), as first and last offsets:
 /// `None` to send the whole (not a single bytes range), `Err` when unsatisfiable.
 fn byte_range(v: &HeaderValue, len: u64) -> Option<Result<(u64, u64), ()>> {
-    let spec = v.to_str().ok()?.trim().strip_prefix("bytes=")?.trim();
+    // Range units are case-insensitive (§14.1).
+    let (unit, spec) = v.to_str().ok()?.trim().split_once('=')?;
+    if !unit.trim_end().eq_ignore_ascii_case("bytes") {
+        return None;
+    }
+    let spec = spec.trim();
     if spec.contains(',') {
         return None;
     }
@@ -1084,6 +1099,8 @@ mod tests {
         let r = |s: &str, len| byte_range(&HeaderValue::from_str(s).unwrap(), len);
         assert_eq!(r("bytes=0-9", 100), Some(Ok((0, 9))));
         assert_eq!(r("bytes=90-", 100), Some(Ok((90, 99))));
+        assert_eq!(r("Bytes=90-", 100), Some(Ok((90, 99))));
+        assert_eq!(r("items=90-", 100), None);
         assert_eq!(r("bytes=-10", 100), Some(Ok((90, 99))));
         assert_eq!(r("bytes=-1000", 100), Some(Ok((0, 99))));
         assert_eq!(r("bytes=50-1000", 100), Some(Ok((50, 99))));
