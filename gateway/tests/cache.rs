@@ -185,19 +185,28 @@ fn a_reload_keeps_a_routes_cached_responses_unless_its_cache_settings_change() {
     let hit = |s: &TestServer| s.get("/a").header("cache-status") == Some("gatehouse; hit");
     assert!(!hit(&s));
     assert!(hit(&s));
-    // The same route and settings, with another table around them: still a hit.
+    // The same route and settings, in a new table: still a hit.
     reload_cached(&s, b.addr, "api", "");
     assert!(
         hit(&s),
         "a reload with unchanged settings emptied the cache"
     );
-    reload_cached(&s, b.addr, "api", "");
+    // How stored answers are used, not what they are: kept.
+    reload_cached(&s, b.addr, "api", "stale_if_error = \"1m\"\nlock = false");
     assert!(hit(&s));
     assert_eq!(b.calls(), 1);
+    // Another upstream: what it would answer is not what was stored.
+    let other = Killable::start("max-age=600", Duration::ZERO);
+    reload_cached(&s, other.addr, "api", "");
+    assert!(!hit(&s));
+    assert_eq!(other.calls(), 1);
+    reload_cached(&s, b.addr, "api", "");
+    assert!(!hit(&s));
+    assert_eq!(b.calls(), 2);
     // A key field more: what was stored may not be what the new key would keep apart.
     reload_cached(&s, b.addr, "api", "key_headers = [\"x-user\"]");
     assert!(!hit(&s));
-    assert_eq!(b.calls(), 2);
+    assert_eq!(b.calls(), 3);
     assert!(hit(&s));
     // Another route (a new name) starts empty, as does a changed bound.
     reload_cached(&s, b.addr, "other", "key_headers = [\"x-user\"]");
@@ -210,7 +219,7 @@ fn a_reload_keeps_a_routes_cached_responses_unless_its_cache_settings_change() {
     );
     assert!(!hit(&s));
     assert!(hit(&s));
-    assert_eq!(b.calls(), 4);
+    assert_eq!(b.calls(), 5);
 }
 
 #[test]

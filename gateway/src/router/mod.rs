@@ -205,16 +205,42 @@ pub(crate) struct RouteCaches {
     pub(crate) made_for: Option<StoreFor>,
 }
 
-/// What a response store was made for: its route's hosts and path, its `[routes.cache]`,
-/// and the fields a forward-auth answer adds to its keys. A store is kept across a reload
-/// only where these are equal: a changed key, bound or disk tier could otherwise serve
-/// what the new settings wouldn't have stored, or would have keyed apart.
+/// What a response store was made for: its route, but for what changes only who may ask
+/// (IP rules, rate limits, redirects), how an answer is dressed above the cache (CORS,
+/// compression, error pages, request IDs, the log), or how stored answers are used (the
+/// stale windows, the lock, `Cache-Status`). A store is kept across a reload only where
+/// these are equal. Anything else changed (the upstreams, the fields sent to them, auth,
+/// the key, the bounds) could have the store serve what the new route would not have
+/// fetched, stored or keyed apart.
 #[derive(Clone, PartialEq)]
-pub(crate) struct StoreFor {
-    hosts: Vec<String>,
-    path: String,
-    config: gatehouse_config::CacheConfig,
-    granted: Vec<String>,
+pub(crate) struct StoreFor(Route);
+
+impl StoreFor {
+    fn of(route: &Route) -> Option<StoreFor> {
+        route.cache.as_ref().filter(|c| c.enabled)?;
+        if route.proxy.is_none() || route.mount.is_some() {
+            return None;
+        }
+        let mut r = route.clone();
+        r.access_log = None;
+        r.access = None;
+        r.rate_limit = None;
+        r.request_id = None;
+        r.cors = None;
+        r.compression = Default::default();
+        r.error_pages.clear();
+        r.redirects.clear();
+        if let Some(c) = r.cache.as_mut() {
+            let d = gatehouse_config::CacheConfig::default();
+            c.cache_status_header = d.cache_status_header;
+            c.lock = d.lock;
+            c.lock_timeout = d.lock_timeout;
+            c.stale_while_revalidate = d.stale_while_revalidate;
+            c.stale_if_error = d.stale_if_error;
+            c.ignore_request_cache_control = d.ignore_request_cache_control;
+        }
+        Some(StoreFor(r))
+    }
 }
 
 fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
@@ -426,20 +452,11 @@ fn build_table(
             Some(cfg) => Some(access_log(i, cfg, logs)?),
             None => None,
         };
-        let made_for = route
-            .cache
-            .as_ref()
-            .filter(|c| c.enabled && route.proxy.is_some() && route.mount.is_none())
-            .map(|c| StoreFor {
-                hosts: route.hosts.clone(),
-                path: route.path.clone(),
-                config: c.clone(),
-                granted: granted_fields(route.auth.as_ref()),
-            });
+        let made_for = StoreFor::of(route);
         let kept = made_for.as_ref().and_then(|m| {
             previous
                 .iter()
-                .find(|p| p.route == route.name() && p.made_for.as_ref() == Some(m))
+                .find(|p| p.made_for.as_ref() == Some(m))
                 .and_then(|p| p.responses.clone())
         });
         let svc = route_service(i, route, crate::rt::workers(config), mounts, kept)?;
