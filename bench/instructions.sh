@@ -6,7 +6,7 @@
 # is not counted.
 #
 # Usage: bench/instructions.sh NEW_BINARY BASE_BINARY
-# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also cache-1k, rules-1k, its parts
+# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also cache-1k, cache-vary-1k (its origin sends Vary), rules-1k, its parts
 # headers-1k, cors-1k and request-id-1k, and redirect, for which both binaries must know
 # issue 32's keys), N (requests in the long
 # run, 6000), SMALL (in the short run, 1000), CONNECTIONS (8). Each figure is
@@ -69,9 +69,12 @@ wait_up() { # url
 PIDS+=($!)
 wait_up "http://127.0.0.1:$BACKEND/1k.bin"
 # cache-1k's backend marks its answers fresh for ten minutes, as bench/run.sh's nginx does.
+# Under /v/ it also sends `Vary: Accept-Encoding`, as most origins do (cache-vary-1k).
 printf '%s\n' "root = \"$WORK/www\"" "listen = \"127.0.0.1:$CACHE_BACKEND\"" \
   "admin_listen = \"127.0.0.1:$CACHE_BACKEND_ADMIN\"" '[[routes]]' '[routes.static]' '[[routes.headers.response]]' \
-  'set = { "Cache-Control" = "max-age=600" }' > "$WORK/cache-backend.toml"
+  'set = { "Cache-Control" = "max-age=600" }' '[[routes]]' 'path = "/v"' '[routes.static]' \
+  '[[routes.headers.response]]' 'set = { "Cache-Control" = "max-age=600", "Vary" = "Accept-Encoding" }' \
+  > "$WORK/cache-backend.toml"
 "$BASE" --config "$WORK/cache-backend.toml" 2> "$WORK/cache-backend.log" &
 PIDS+=($!)
 wait_up "http://127.0.0.1:$CACHE_BACKEND/1k.bin"
@@ -90,7 +93,7 @@ EOF
   case "$1" in
     proxy-1k) printf '[[routes]]\n[routes.proxy]\nupstreams = ["http://127.0.0.1:%s"]\n' "$BACKEND" ;;
     # All hits after the first request, as in bench/run.sh.
-    cache-1k) printf '[[routes]]\n[routes.proxy]\nupstreams = ["http://127.0.0.1:%s"]\n[routes.cache]\nmax_bytes = 268435456\n' "$CACHE_BACKEND" ;;
+    cache-1k | cache-vary-1k) printf '[[routes]]\n[routes.proxy]\nupstreams = ["http://127.0.0.1:%s"]\n[routes.cache]\nmax_bytes = 268435456\n' "$CACHE_BACKEND" ;;
     *) printf '[[routes]]\n[routes.static.open_file_cache]\nstrict = false\nvalid = "1s"\n' ;;
   esac
   # As bench/run.sh's: three response header rules, CORS and request IDs; a redirect.
@@ -118,6 +121,7 @@ count() { # bin scenario n
     args=(--insecure --http2 -p 4)
   fi
   case "$scenario" in rules-1k | cors-1k) args=(-H "Origin: https://app.example.test") ;; esac
+  [ "$scenario" = cache-vary-1k ] && url="http://127.0.0.1:$PORT/v/1k.bin"
   local asked=$url
   [ "$scenario" = redirect ] && asked="http://127.0.0.1:$PORT/old" args=(--redirect 0)
   rm -f "$out"

@@ -38,6 +38,8 @@ pub(crate) struct DiskTier {
     clock: AtomicU64,
     /// Bytes of entries waiting on the blocking pool to be written ([`DiskTier::queue`]).
     queued: AtomicU64,
+    /// Set once a file with a `Vary` was filed: until then a hit need not ask the index.
+    varied: std::sync::atomic::AtomicBool,
 }
 
 /// Bytes of entries that may wait to be written at once: past it (a disk slower than the
@@ -131,6 +133,7 @@ impl DiskTier {
             index: Mutex::default(),
             clock: AtomicU64::new(1),
             queued: AtomicU64::new(0),
+            varied: Default::default(),
         };
         let mut index = Index::default();
         for e in std::fs::read_dir(dir)? {
@@ -147,15 +150,20 @@ impl DiskTier {
                 continue;
             };
             match read_head(&path) {
-                Ok((key, vary, size)) if file_id(&key) == id => index.add(
-                    id,
-                    Meta {
-                        key,
-                        vary,
-                        size,
-                        used: 0,
-                    },
-                ),
+                Ok((key, vary, size)) if file_id(&key) == id => {
+                    if !vary.is_empty() {
+                        tier.varied.store(true, Ordering::Relaxed);
+                    }
+                    index.add(
+                        id,
+                        Meta {
+                            key,
+                            vary,
+                            size,
+                            used: 0,
+                        },
+                    )
+                }
                 _ => {
                     let _ = std::fs::remove_file(&path);
                 }
@@ -177,6 +185,11 @@ impl DiskTier {
     /// Whether a file may hold `key` (a cheap check before a read).
     pub(crate) fn has(&self, key: &Key) -> bool {
         self.lock().files.contains_key(&file_id(key))
+    }
+
+    /// Whether any file filed had a `Vary` (else [`DiskTier::vary_names`] has none).
+    pub(crate) fn varied(&self) -> bool {
+        self.varied.load(Ordering::Relaxed)
     }
 
     /// The `Vary` field names of what is filed under `primary`, as the files say.
@@ -263,6 +276,9 @@ impl DiskTier {
                     drop(g);
                     let _ = std::fs::remove_file(&path);
                     return;
+                }
+                if !vary.is_empty() {
+                    self.varied.store(true, Ordering::Relaxed);
                 }
                 g.add(
                     id,

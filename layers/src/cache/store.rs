@@ -44,6 +44,23 @@ impl Hash for KeyRef<'_> {
     }
 }
 
+/// A primary key in the index of `Vary` names, hashed as [`Key`] hashes it, so that a
+/// hit's key in pieces finds it without being made into text.
+#[derive(Clone, PartialEq, Eq)]
+struct VaryKey(Arc<str>);
+
+impl Hash for VaryKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        key::hash_text(state, &self.0);
+    }
+}
+
+impl moka::Equivalent<VaryKey> for Primary<'_> {
+    fn equivalent(&self, k: &VaryKey) -> bool {
+        self.is(&k.0)
+    }
+}
+
 impl moka::Equivalent<Key> for KeyRef<'_> {
     fn equivalent(&self, key: &Key) -> bool {
         self.secondary == key.secondary && self.primary.is(&key.primary)
@@ -235,7 +252,7 @@ struct ThreadCopy {
 /// keys stored under it, so that an invalidation or purge reaches every variant.
 #[derive(Debug, Default)]
 pub(crate) struct Variants {
-    pub names: Vec<HeaderName>,
+    pub names: Arc<[HeaderName]>,
     secondaries: Vec<u64>,
 }
 
@@ -275,7 +292,7 @@ struct Inner {
     /// methods and purges.
     /// Bounded (as many primaries as entries) and sharded, as the map is: random URLs whose
     /// responses vary can neither grow it without end nor serialise lookups on one lock.
-    vary: moka::sync::Cache<Arc<str>, Arc<Mutex<Variants>>, ahash::RandomState>,
+    vary: moka::sync::Cache<VaryKey, Arc<Mutex<Variants>>, ahash::RandomState>,
     /// Set once any response had a `Vary`: until then a lookup skips the index.
     any_vary: std::sync::atomic::AtomicBool,
     /// Fetches in progress, so that concurrent misses for one key wait for one fetch.
@@ -434,19 +451,21 @@ impl ResponseStore {
     }
 
     /// The request fields responses under `primary` vary on, if any had a `Vary`.
-    pub(crate) fn vary_names(&self, primary: &Primary<'_>) -> Option<Vec<HeaderName>> {
+    /// A hit makes no key text for it: the index is looked up by the key's pieces, and
+    /// the disk tier's only once one of its files had a `Vary`.
+    pub(crate) fn vary_names(&self, primary: &Primary<'_>) -> Option<Arc<[HeaderName]>> {
         let any_vary = self.inner.any_vary.load(Ordering::Relaxed);
-        if !any_vary && self.inner.disk.is_none() {
+        let disk = self.inner.disk.as_ref().filter(|d| d.varied());
+        if !any_vary && disk.is_none() {
             return None;
         }
-        let primary = primary.text();
         if any_vary {
-            if let Some(v) = self.inner.vary.get(&*primary) {
+            if let Some(v) = self.inner.vary.get(primary) {
                 return Some(v.lock().unwrap_or_else(|e| e.into_inner()).names.clone());
             }
         }
-        let names = self.inner.disk.as_ref()?.vary_names(&primary)?;
-        (!names.is_empty()).then_some(names)
+        let names = disk?.vary_names(&primary.text())?;
+        (!names.is_empty()).then(|| names.into())
     }
 
     /// Whether the disk tier may hold `key` (it is read with [`ResponseStore::load`]).
@@ -570,7 +589,7 @@ impl ResponseStore {
                 }
             };
             if vary.is_empty() {
-                if let Some(v) = self.inner.vary.remove(&key.primary) {
+                if let Some(v) = self.inner.vary.remove(&VaryKey(key.primary.clone())) {
                     dropped(&mut v.lock().unwrap_or_else(|e| e.into_inner()));
                 }
             } else {
@@ -578,11 +597,11 @@ impl ResponseStore {
                 let v = self
                     .inner
                     .vary
-                    .get_with(key.primary.clone(), Default::default);
+                    .get_with(VaryKey(key.primary.clone()), Default::default);
                 let mut v = v.lock().unwrap_or_else(|e| e.into_inner());
-                if v.names != vary {
+                if *v.names != *vary {
                     dropped(&mut v);
-                    v.names = vary;
+                    v.names = vary.into();
                 }
                 if !v.secondaries.contains(&key.secondary) {
                     if v.secondaries.len() >= MAX_VARIANTS {
@@ -611,7 +630,7 @@ impl ResponseStore {
         let primary: Arc<str> = primary.into();
         let mut secondaries = vec![0];
         if self.inner.any_vary.load(Ordering::Relaxed) {
-            if let Some(v) = self.inner.vary.remove(&primary) {
+            if let Some(v) = self.inner.vary.remove(&VaryKey(primary.clone())) {
                 let v = v.lock().unwrap_or_else(|e| e.into_inner());
                 secondaries.extend(v.secondaries.iter().copied());
             }
@@ -905,7 +924,16 @@ mod tests {
         s.insert(key("GET http://h/ab"), vec![], entry(10));
         s.insert(key("GET http://h/b"), vec![], entry(10));
         let p = Primary::Text("GET http://h/a".into());
-        assert_eq!(s.vary_names(&p), Some(vec![ae]));
+        assert_eq!(s.vary_names(&p).as_deref(), Some(&[ae.clone()][..]));
+        // A hit's key in pieces finds the same names, and only under its own key.
+        let pieces = |target| Primary::Pieces {
+            prefix: "GET http://",
+            host: b"h",
+            target,
+        };
+        assert_eq!(s.vary_names(&pieces("/a")).as_deref(), Some(&[ae][..]));
+        assert_eq!(s.vary_names(&pieces("/ab")), None);
+        assert_eq!(s.vary_names(&pieces("/")), None);
         assert_eq!(s.invalidate("GET http://h/a"), 3);
         assert_eq!(s.invalidate("GET http://h/a"), 0);
         assert_eq!(s.purge_prefix("GET http://h/a"), 1);
