@@ -115,6 +115,11 @@ fn describe() {
         "gatehouse_cache_disk_skipped_total",
         "Stored responses not written to the disk tier because its write queue was full."
     );
+    describe_counter!(
+        "gatehouse_cache_disk_reads_total",
+        "Stored responses read back from the disk tier (once per key, however many requests \
+         wait for it)."
+    );
     describe_gauge!(
         "gatehouse_cache_bytes",
         Unit::Bytes,
@@ -256,6 +261,7 @@ impl Exporter {
                         ("gatehouse_cache_stored_total", n(&st.stored)),
                         ("gatehouse_cache_invalidated_total", n(&st.invalidated)),
                         ("gatehouse_cache_disk_skipped_total", n(&st.disk_skipped)),
+                        ("gatehouse_cache_disk_reads_total", n(&st.disk_reads)),
                     ] {
                         carry(id, name, v, counter!(name, "route" => route.clone()));
                     }

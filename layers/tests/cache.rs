@@ -791,6 +791,19 @@ async fn the_disk_tier_keeps_entries_for_the_next_store_with_their_original_time
     // A new store on the same directory: a process started again.
     let second = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
     assert_eq!(second.store().disk_usage().map(|(_, f)| f), Some(1));
+    // Fifty at once after the restart: one read of the file, the others waiting for it.
+    let at_once: Vec<_> = (0..50)
+        .map(|_| {
+            let c = second.clone();
+            tokio::spawn(async move { get(&c, "GET", "/d", &[("accept-language", "fr")]).await })
+        })
+        .collect();
+    for t in at_once {
+        assert_eq!(t.await.unwrap().cache, Some(CacheStatus::Hit));
+    }
+    let stats = second.store().stats();
+    assert_eq!(stats.disk_reads.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.coalesced.load(Ordering::Relaxed), 49);
     let r = get(&second, "GET", "/d", &[("accept-language", "fr")]).await;
     assert_eq!(
         (r.cache, &r.body[..]),

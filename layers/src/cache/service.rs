@@ -200,7 +200,7 @@ where
             let mut inner = take(&mut self.inner);
             let s = s.clone();
             return ResponseFuture::boxed(Box::pin(async move {
-                match s.store.load(&key, s.heuristic_max).await {
+                match read_back(&s, &key).await {
                     Some(e) => with_entry(&mut inner, &s, req, key, req_cc, e).await,
                     None if req_cc.only_if_cached => Ok(not_cached(&s, wants(&req))),
                     None => miss(inner, req, s.clone(), key, req_cc, None).await,
@@ -212,6 +212,25 @@ where
         }
         let inner = take(&mut self.inner);
         ResponseFuture::boxed(Box::pin(miss(inner, req, s.clone(), key, req_cc, None)))
+    }
+}
+
+/// `key`'s entry from the disk tier: one read per key, the other requests for it waiting
+/// for that read (after a restart, a popular URL's first requests all find it on disk),
+/// then finding it in memory; or reading it themselves after the lock timeout.
+async fn read_back(s: &Settings, key: &Key) -> Option<Arc<Entry>> {
+    if !s.lock {
+        return s.store.load(key, s.heuristic_max).await;
+    }
+    match s.store.join(key) {
+        Joined::Lead(_flight) => s.store.load(key, s.heuristic_max).await,
+        Joined::Wait(rx) => {
+            wait(s, rx).await;
+            match s.store.get(key) {
+                Some(e) => Some(e),
+                None => s.store.load(key, s.heuristic_max).await,
+            }
+        }
     }
 }
 

@@ -276,6 +276,8 @@ pub struct Stats {
     pub invalidated: AtomicU64,
     /// Entries kept in memory only because the disk tier's write queue was full.
     pub disk_skipped: AtomicU64,
+    /// Entries read back from the disk tier (one read per key, however many wait for it).
+    pub disk_reads: AtomicU64,
 }
 
 /// A route's stored responses: moka's map (TinyLFU admission, LRU eviction, as the
@@ -477,6 +479,7 @@ impl ResponseStore {
     pub(crate) async fn load(&self, key: &Key, heuristic_max: Duration) -> Option<Arc<Entry>> {
         let disk = self.inner.disk.clone()?;
         let k = key.clone();
+        self.inner.stats.disk_reads.fetch_add(1, Ordering::Relaxed);
         let read = move || disk.load(&k, heuristic_max);
         let (vary, entry) = match tokio::runtime::Handle::try_current() {
             Ok(rt) => rt.spawn_blocking(read).await.ok()??,
