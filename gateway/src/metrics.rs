@@ -116,6 +116,10 @@ fn describe() {
         "Stored responses not written to the disk tier because its write queue was full."
     );
     describe_counter!(
+        "gatehouse_cache_refreshed_total",
+        "Background refreshes of stale entries (stale-while-revalidate) the upstream answered."
+    );
+    describe_counter!(
         "gatehouse_cache_disk_reads_total",
         "Stored responses read back from the disk tier (once per key, however many requests \
          wait for it)."
@@ -262,6 +266,7 @@ impl Exporter {
                         ("gatehouse_cache_invalidated_total", n(&st.invalidated)),
                         ("gatehouse_cache_disk_skipped_total", n(&st.disk_skipped)),
                         ("gatehouse_cache_disk_reads_total", n(&st.disk_reads)),
+                        ("gatehouse_cache_refreshed_total", n(&st.refreshed)),
                     ] {
                         carry(id, name, v, counter!(name, "route" => route.clone()));
                     }

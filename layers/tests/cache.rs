@@ -425,6 +425,10 @@ async fn stale_while_revalidate_serves_at_once_and_refreshes_behind() {
         (Some(CacheStatus::Hit), &b"new"[..])
     );
     assert_eq!(o.calls(), 2);
+    // The refresh is counted as one, not as a request that was revalidated.
+    let stats = c.store().stats();
+    assert_eq!(stats.refreshed.load(Ordering::SeqCst), 1);
+    assert_eq!(stats.revalidated.load(Ordering::SeqCst), 0);
     // A route default applies where the response has none.
     let o = Origin::new();
     o.answers(200, &[("cache-control", "max-age=0")], "old");

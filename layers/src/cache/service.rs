@@ -706,6 +706,7 @@ async fn refresh<S, ReqB, B>(
     let Ok(res) = ready_call(&mut inner, req).await else {
         return;
     };
+    bump(&s.store.stats().refreshed);
     let exchange = Exchange {
         request_time,
         response_time: SystemTime::now(),
@@ -713,7 +714,6 @@ async fn refresh<S, ReqB, B>(
     if res.status() == StatusCode::NOT_MODIFIED && validating {
         let updated = e.updated(res.headers(), exchange, s.heuristic_max);
         store_updated(&s, key, &asked, &req_cc, updated);
-        bump(&s.store.stats().revalidated);
         return;
     }
     let Some(fill) = fill_for(&s, &key, &asked, &req_cc, &res, exchange, Some(flight)) else {

@@ -276,6 +276,9 @@ pub struct Stats {
     pub invalidated: AtomicU64,
     /// Entries kept in memory only because the disk tier's write queue was full.
     pub disk_skipped: AtomicU64,
+    /// Background refreshes (RFC 5861 §3) answered by the upstream. Not requests: the
+    /// request that set one off was counted stale.
+    pub refreshed: AtomicU64,
     /// Entries read back from the disk tier (one read per key, however many wait for it).
     pub disk_reads: AtomicU64,
 }
