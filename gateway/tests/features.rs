@@ -11,6 +11,7 @@ mod admin;
 mod auth;
 mod boundary;
 mod cache;
+mod cache_vs_nginx;
 mod cli;
 mod compression;
 mod conditional;

@@ -1,0 +1,166 @@
+//! Ranges on a cold cache, against nginx's `proxy_cache` in front of the same origin (a
+//! gatehouse static route, which answers ranges itself): every range of a set, on files of
+//! several sizes, each on its own cold key, then again from the cache. Status,
+//! `Content-Range` and body must match nginx's; where the two may differ, the difference is
+//! written next to the case. nginx is Debian's (`scripts/test.sh` installs it).
+use crate::common;
+use common::*;
+
+struct Nginx {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nginx(origin: std::net::SocketAddr) -> Nginx {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let d = dir.path().display();
+    let conf = format!(
+        r#"daemon off;
+user root;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};
+  uwsgi_temp_path {d}; scgi_temp_path {d};
+  proxy_cache_path {d}/cache keys_zone=c:1m;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://{origin};
+      proxy_http_version 1.1;
+      proxy_cache c;
+      add_header X-Cache $upstream_cache_status;
+    }}
+  }}
+}}
+"#
+    );
+    std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+    let child = std::process::Command::new("nginx")
+        .arg("-c")
+        .arg(dir.path().join("nginx.conf"))
+        .arg("-p")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+        .spawn()
+        .expect("nginx (Debian's nginx package)");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nginx never listened: {}",
+            std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Nginx {
+        child,
+        addr,
+        _dir: dir,
+    }
+}
+
+fn get(addr: std::net::SocketAddr, target: &str, range: &str) -> Resp {
+    let range = if range.is_empty() {
+        String::new()
+    } else {
+        format!("Range: {range}\r\n")
+    };
+    send(
+        addr,
+        &format!("GET {target} HTTP/1.1\r\nHost: cache.test\r\n{range}Connection: close\r\n\r\n"),
+    )
+}
+
+#[test]
+fn ranges_on_a_cold_cache_are_answered_as_nginx_answers_them() {
+    let site = tempfile::tempdir().unwrap();
+    let sizes = [1usize, 100, 10_000, 200_000];
+    for n in sizes {
+        let body: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+        std::fs::write(site.path().join(format!("f{n}.bin")), body).unwrap();
+    }
+    let origin = TestServer::start(
+        site.path(),
+        "[[routes]]\n[routes.static]\n[[routes.headers.response]]\n\
+         set = { \"Cache-Control\" = \"max-age=600\" }\n",
+    );
+    let ngx = nginx(origin.addr);
+    let gh = TestServer::start(
+        site.path(),
+        &format!(
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{}\"]\n[routes.cache]\n\
+             cache_status_header = true\n",
+            origin.addr
+        ),
+    );
+    // (range, whether gatehouse stores the whole on the first request as nginx does)
+    let ranges = [
+        ("bytes=0-0", true),
+        ("bytes=5-9", true),
+        ("bytes=50-", true),
+        ("bytes=0-99999999", true),
+        ("bytes=150000-", true),
+        ("bytes=199999-199999", true),
+        ("BYTES=2-3", true),
+        // Past the end of some: 416, the whole stored.
+        ("bytes=200000-", true),
+        // From the end: gatehouse passes it on (the object may be any size), and the
+        // origin's 206 is not stored; nginx asks for the whole.
+        ("bytes=-3", false),
+        ("bytes=-99999999", false),
+    ];
+    let mut case = 0;
+    for n in sizes {
+        for (range, stores) in ranges {
+            case += 1;
+            let target = format!("/f{n}.bin?case={case}");
+            let what = format!("{range} of {n} bytes");
+            let (a, b) = (get(ngx.addr, &target, range), get(gh.addr, &target, range));
+            assert_eq!(a.status, b.status, "{what}: status");
+            assert_eq!(
+                a.header("content-range"),
+                b.header("content-range"),
+                "{what}: Content-Range"
+            );
+            // nginx's 416 carries an HTML page; gatehouse's is empty.
+            if a.status != 416 {
+                assert_eq!(a.body, b.body, "{what}: body");
+            }
+            // Again: from the cache, the same answer.
+            let (a2, b2) = (get(ngx.addr, &target, range), get(gh.addr, &target, range));
+            // nginx stores nothing behind a 416 (it stops reading the origin), where
+            // gatehouse reads the whole into the store.
+            let nginx_hit = a2.header("x-cache") == Some("HIT");
+            assert_eq!(nginx_hit, a.status != 416, "{what}: nginx");
+            let hit = b2.header("cache-status") == Some("gatehouse; hit");
+            assert_eq!(hit, stores, "{what}: {:?}", b2.header("cache-status"));
+            assert_eq!(a2.status, b2.status, "{what}: again");
+            if a2.status != 416 {
+                assert_eq!(a2.body, b2.body, "{what}: again");
+            }
+            // The whole, as stored.
+            let (a3, b3) = (get(ngx.addr, &target, ""), get(gh.addr, &target, ""));
+            assert_eq!((a3.status, a3.body.len()), (200, n), "{what}: nginx whole");
+            assert_eq!(
+                (b3.status, &b3.body),
+                (a3.status, &a3.body),
+                "{what}: whole"
+            );
+        }
+    }
+}
