@@ -66,10 +66,6 @@ struct Index {
     /// When each primary key was last removed: a write queued before that is dropped,
     /// so a purge is not undone by a write still on the blocking pool.
     removed: HashMap<Arc<str>, u64>,
-    /// Files out of the index whose unlink waits on the blocking pool. A write of the same
-    /// name takes it out first (under this lock, as the unlink is done), so that a late
-    /// unlink cannot remove the newer file.
-    unlinking: std::collections::HashSet<u64>,
 }
 
 /// Past this many remembered removals the memory is cleared: only a write queued before
@@ -267,22 +263,18 @@ impl DiskTier {
             "{id:016x}.{}.tmp",
             self.clock.fetch_add(1, Ordering::Relaxed)
         ));
-        match write_entry(&tmp, key, vary, entry) {
+        let written = write_entry(&tmp, key, vary, entry).and_then(|size| {
+            std::fs::rename(&tmp, &path)?;
+            Ok(size)
+        });
+        match written {
             Ok(size) => {
                 let used = self.clock.fetch_add(1, Ordering::Relaxed);
                 let mut g = self.lock();
                 if g.removed.get(&key.primary).is_some_and(|&t| t > ticket) {
                     // Removed while it was being written.
                     drop(g);
-                    let _ = std::fs::remove_file(&tmp);
-                    return;
-                }
-                // Renamed under the lock: an unlink of the old file still waiting is
-                // called off (the rename replaces it), and cannot run in between.
-                g.unlinking.remove(&id);
-                if std::fs::rename(&tmp, &path).is_err() {
-                    drop(g);
-                    let _ = std::fs::remove_file(&tmp);
+                    let _ = std::fs::remove_file(&path);
                     return;
                 }
                 if !vary.is_empty() {
@@ -308,9 +300,7 @@ impl DiskTier {
     }
 
     /// Removes every file filed under `primary`; how many.
-    /// The files are unlinked on the blocking pool (a purge by prefix may name thousands);
-    /// the index forgets them at once.
-    pub(crate) fn remove_primary(self: &Arc<Self>, primary: &str) -> u64 {
+    pub(crate) fn remove_primary(&self, primary: &str) -> u64 {
         let now = self.clock.fetch_add(1, Ordering::Relaxed);
         let ids: Vec<u64> = {
             let mut g = self.lock();
@@ -320,16 +310,7 @@ impl DiskTier {
             g.removed.insert(primary.into(), now);
             g.by_primary.get(primary).cloned().unwrap_or_default()
         };
-        let gone = self.remove_ids(&ids);
-        let n = gone.len() as u64;
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) if !gone.is_empty() => {
-                let tier = self.clone();
-                drop(rt.spawn_blocking(move || tier.unlink(&gone)));
-            }
-            _ => self.unlink(&gone),
-        }
-        n
+        self.remove_ids(&ids)
     }
 
     /// The primary keys of the files, for a purge by prefix.
@@ -337,27 +318,15 @@ impl DiskTier {
         self.lock().by_primary.keys().cloned().collect()
     }
 
-    /// Takes `ids` out of the index; those that were in it, to be unlinked.
-    fn remove_ids(&self, ids: &[u64]) -> Vec<u64> {
-        let mut g = self.lock();
-        let mut gone = Vec::with_capacity(ids.len());
+    fn remove_ids(&self, ids: &[u64]) -> u64 {
+        let mut n = 0;
         for &id in ids {
-            if g.remove(id).is_some() {
-                g.unlinking.insert(id);
-                gone.push(id);
-            }
-        }
-        gone
-    }
-
-    /// Unlinks the files of `ids` that no write has taken the name of since.
-    fn unlink(&self, ids: &[u64]) {
-        for &id in ids {
-            let mut g = self.lock();
-            if g.unlinking.remove(&id) {
+            if self.lock().remove(id).is_some() {
                 let _ = std::fs::remove_file(self.path(id));
+                n += 1;
             }
         }
+        n
     }
 
     pub(crate) fn bytes(&self) -> u64 {
@@ -392,9 +361,7 @@ impl DiskTier {
                 .map(|(_, id, _)| id)
                 .collect()
         };
-        // On the blocking pool already (after a write) or at start.
-        let gone = self.remove_ids(&victims);
-        self.unlink(&gone);
+        self.remove_ids(&victims);
     }
 }
 
@@ -625,26 +592,6 @@ mod tests {
     }
 
     #[test]
-    fn a_late_unlink_spares_a_newer_write_of_the_same_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
-        let k = key("GET http://h/a", 0);
-        t.store(&k, &[], &entry("old", "max-age=60"), t.ticket());
-        let gone = t.remove_ids(&[file_id(&k)]);
-        assert_eq!(gone, vec![file_id(&k)]);
-        assert!(!t.has(&k));
-        // Written again before the blocking pool got to the unlink.
-        t.store(&k, &[], &entry("new", "max-age=60"), t.ticket());
-        t.unlink(&gone);
-        let (_, e) = t.load(&k, Duration::ZERO).expect("the newer file");
-        assert_eq!(&e.body[..], b"new");
-        // Without a write in between, the unlink goes ahead.
-        let gone = t.remove_ids(&[file_id(&k)]);
-        t.unlink(&gone);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
-
-    #[test]
     fn an_entry_comes_back_whole_in_the_next_process() {
         let dir = tempfile::tempdir().unwrap();
         let vary = vec![HeaderName::from_static("accept-language")];
@@ -659,7 +606,7 @@ mod tests {
             std::fs::write(dir.path().join("0000000000000001.entry"), b"garbage").unwrap();
             std::fs::write(dir.path().join("x.1.tmp"), b"half").unwrap();
         }
-        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
         assert_eq!(t.files(), 1, "the garbage and the temporary file are gone");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         assert_eq!(t.vary_names("GET http://h/a"), Some(vary.clone()));
