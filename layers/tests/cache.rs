@@ -1443,3 +1443,28 @@ async fn if_range_with_a_date_holds_only_for_a_strong_last_modified() {
         assert_eq!(r.status, want, "Date {date}");
     }
 }
+
+#[tokio::test]
+async fn an_answer_to_a_range_passed_on_is_stored_only_if_it_is_the_whole() {
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    // A range from the end goes upstream as it came; the origin's 416 (or 206) answers
+    // that range, not the URL, however long it says it may be kept.
+    for (status, range) in [(416, "bytes=-0"), (206, "bytes=-3")] {
+        o.answers(status, &[("cache-control", "max-age=60")], "");
+        let r = get(&c, "GET", "/r", &[("range", range)]).await;
+        assert_eq!(r.status.as_u16(), status);
+        assert!(o.last().contains_key("range"));
+    }
+    o.answers(200, &[("cache-control", "max-age=60")], "whole");
+    let r = get(&c, "GET", "/r", &[]).await;
+    assert_eq!((r.status, &r.body[..]), (StatusCode::OK, &b"whole"[..]));
+    assert_eq!(r.cache, Some(CacheStatus::Miss));
+    // An origin that ignores the range sends the whole: that is stored.
+    let r = get(&c, "GET", "/w", &[("range", "bytes=-3")]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        get(&c, "GET", "/w", &[]).await.cache,
+        Some(CacheStatus::Hit)
+    );
+}

@@ -210,9 +210,10 @@ impl DiskTier {
         match read_entry(&path, heuristic_max) {
             Ok((k, vary, entry)) if k == *key => {
                 let used = self.clock.fetch_add(1, Ordering::Relaxed);
-                if let Some(m) = self.lock().files.get_mut(&id) {
-                    m.used = used;
-                }
+                // Purged or evicted while it was read: it must not come back into memory.
+                let mut g = self.lock();
+                let m = g.files.get_mut(&id)?;
+                m.used = used;
                 Some((vary, entry))
             }
             _ => {
@@ -589,6 +590,19 @@ mod tests {
         let small = tier.queue(1).expect("room");
         assert_eq!(tier.queued_bytes(), 4096, "a write counts at least 4 KiB");
         drop(small);
+    }
+
+    #[test]
+    fn a_file_out_of_the_index_is_not_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        t.store(&k, &[], &entry("purged", "max-age=60"), t.ticket());
+        assert!(t.load(&k, Duration::ZERO).is_some());
+        // As a purge does between a load's check and its read: the file is still there.
+        t.lock().remove(file_id(&k));
+        assert!(t.path(file_id(&k)).exists());
+        assert!(t.load(&k, Duration::ZERO).is_none());
     }
 
     #[test]

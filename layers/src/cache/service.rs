@@ -524,7 +524,10 @@ where
         }
     }
     bump(&stats.misses);
-    let fill = if head {
+    // A range passed on as it came is answered by a 206 or 416 for that range alone, which
+    // a later request for the URL must not get: only a whole 200 may be stored from it.
+    let range_passed_on = asked.contains_key(RANGE) && !widened;
+    let fill = if head || (range_passed_on && status != StatusCode::OK) {
         None
     } else {
         fill_for(&s, &key, &asked, &req_cc, &res, exchange, flight)
