@@ -805,9 +805,8 @@ async fn the_disk_tier_keeps_entries_for_the_next_store_with_their_original_time
     for t in at_once {
         assert_eq!(t.await.unwrap().cache, Some(CacheStatus::Hit));
     }
-    let stats = second.store().stats();
-    assert_eq!(stats.disk_reads.load(Ordering::Relaxed), 1);
-    assert_eq!(stats.coalesced.load(Ordering::Relaxed), 49);
+    // (Those that start after the read find it in memory; how many waited varies.)
+    assert_eq!(second.store().stats().disk_reads.load(Ordering::Relaxed), 1);
     let r = get(&second, "GET", "/d", &[("accept-language", "fr")]).await;
     assert_eq!(
         (r.cache, &r.body[..]),
