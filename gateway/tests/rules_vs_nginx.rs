@@ -7,19 +7,6 @@ use crate::common;
 use common::*;
 use std::os::unix::fs::PermissionsExt;
 
-struct Nginx {
-    child: std::process::Child,
-    addr: std::net::SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A site readable by nginx's workers (who may run as `nobody`).
 fn site() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -44,15 +31,10 @@ fn site() -> tempfile::TempDir {
 }
 
 fn nginx(root: &std::path::Path) -> Nginx {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let d = dir.path().display();
     let root = root.display();
-    let conf = format!(
-        r#"daemon off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
+    nginx_on(free_port(), |d, port| {
+        format!(
+            r#"worker_processes 1;
 events {{ worker_connections 64; }}
 http {{
   access_log off;
@@ -75,32 +57,8 @@ http {{
   }}
 }}
 "#
-    );
-    std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
-    let child = std::process::Command::new("nginx")
-        .arg("-c")
-        .arg(dir.path().join("nginx.conf"))
-        .arg("-p")
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
-        .spawn()
-        .expect("nginx (Debian's nginx package)");
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nginx never listened: {}",
-            std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    Nginx {
-        child,
-        addr,
-        _dir: dir,
-    }
+        )
+    })
 }
 
 fn gatehouse(root: &std::path::Path) -> TestServer {

@@ -177,50 +177,20 @@ fn slowloris(addr: SocketAddr) -> Figures {
 }
 
 /// nginx on the same site with the same header timeout, for the figures beside
-/// gatehouse's (issue 9 asks for both from one run). Killed on drop.
-struct Nginx {
-    child: std::process::Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SIGTERM, so that the master stops its workers too (a SIGKILL would leave them
-        // running, holding the test's output open).
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-fn nginx(port: u16) -> Nginx {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = dir.path().display().to_string();
-    let conf = format!(
-        "worker_processes 2;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-         events {{ worker_connections 4096; }}\n\
-         http {{ access_log off; client_body_temp_path {d}/b; proxy_temp_path {d}/p; \
-         fastcgi_temp_path {d}/f; uwsgi_temp_path {d}/u; scgi_temp_path {d}/s;\n\
-         keepalive_requests 100000; client_header_timeout {}s;\n\
-         server {{ listen 127.0.0.1:{port}; root {}; }} }}\n",
-        HEADER_READ.as_secs(),
-        common::fixtures().join("site").display()
-    );
-    std::fs::write(dir.path().join("nginx.conf"), conf).expect("conf");
-    let child = std::process::Command::new("nginx")
-        .arg("-c")
-        .arg(dir.path().join("nginx.conf"))
-        .arg("-p")
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("nginx (scripts/test.sh installs it)");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nginx never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Nginx { child, _dir: dir }
+/// gatehouse's (issue 9 asks for both from one run). Stopped on drop.
+fn nginx(port: u16) -> common::Nginx {
+    common::nginx_on(port, |d, port| {
+        format!(
+            "worker_processes 2;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{ access_log off; client_body_temp_path {d}/b; proxy_temp_path {d}/p; \
+             fastcgi_temp_path {d}/f; uwsgi_temp_path {d}/u; scgi_temp_path {d}/s;\n\
+             keepalive_requests 100000; client_header_timeout {}s;\n\
+             server {{ listen 127.0.0.1:{port}; root {}; }} }}\n",
+            HEADER_READ.as_secs(),
+            common::fixtures().join("site").display()
+        )
+    })
 }
 
 #[test]

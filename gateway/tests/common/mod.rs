@@ -478,3 +478,56 @@ pub fn dead_addr() -> (SocketAddr, socket2::Socket) {
         .expect("an IP address");
     (addr, s)
 }
+
+/// Debian's nginx (`scripts/test.sh` installs it), on a port of its own, stopped on drop.
+pub struct Nginx {
+    child: std::process::Child,
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGTERM, so that the master stops its workers too (a SIGKILL would leave them
+        // running, holding the test's output open).
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts nginx on `port` with the configuration `conf(dir, port)` makes: everything but
+/// `daemon`, `pid` and `error_log`, which go in `dir`, a directory of its own that its
+/// temporary paths may use too. Waits until it listens.
+pub fn nginx_on(port: u16, conf: impl FnOnce(&str, u16) -> String) -> Nginx {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display().to_string();
+    let conf = format!(
+        "daemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n{}",
+        conf(&d, port)
+    );
+    std::fs::write(dir.path().join("nginx.conf"), conf).expect("nginx.conf");
+    let child = std::process::Command::new("nginx")
+        .arg("-c")
+        .arg(dir.path().join("nginx.conf"))
+        .arg("-p")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).expect("stderr"))
+        .spawn()
+        .expect("nginx (Debian's nginx package; scripts/test.sh installs it)");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nginx never listened: {}",
+            std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Nginx {
+        child,
+        addr,
+        _dir: dir,
+    }
+}
