@@ -1236,8 +1236,10 @@ impl Table {
 impl GatewayRouter {
     /// Swaps in the routes of `config` (already validated). Requests in flight finish on
     /// the old routes; the old proxies' health checks stop; the new ones start on the
-    /// current runtime. A route keeps its cached responses if its name and its cache
-    /// settings are unchanged. Fails, changing nothing, if the new routes can't be built.
+    /// current runtime. A route keeps its cached responses unless it changed in what
+    /// decides them: its hosts, path and upstreams, the fields sent to them, its auth, and its
+    /// cache's key, bounds and disk tier. Fails, changing nothing, if the new routes can't be
+    /// built.
     pub fn reload(&self, config: &Config) -> io::Result<()> {
         let table = build_table(
             config,
