@@ -33,39 +33,52 @@ http {{
 }
 
 fn get(addr: std::net::SocketAddr, target: &str, range: &str) -> Resp {
-    let range = if range.is_empty() {
-        String::new()
+    if range.is_empty() {
+        get_with(addr, target, &[])
     } else {
-        format!("Range: {range}\r\n")
-    };
+        get_with(addr, target, &[("Range", range)])
+    }
+}
+
+fn get_with(addr: std::net::SocketAddr, target: &str, fields: &[(&str, &str)]) -> Resp {
+    let fields: String = fields
+        .iter()
+        .map(|(n, v)| format!("{n}: {v}\r\n"))
+        .collect();
     send(
         addr,
-        &format!("GET {target} HTTP/1.1\r\nHost: cache.test\r\n{range}Connection: close\r\n\r\n"),
+        &format!("GET {target} HTTP/1.1\r\nHost: cache.test\r\n{fields}Connection: close\r\n\r\n"),
     )
 }
 
-#[test]
-fn ranges_on_a_cold_cache_are_answered_as_nginx_answers_them() {
-    let site = tempfile::tempdir().unwrap();
-    let sizes = [1usize, 100, 10_000, 200_000];
+/// Origin, nginx in front of it and gatehouse in front of it, over files of `sizes`.
+fn three(site: &std::path::Path, sizes: &[usize]) -> (TestServer, Nginx, TestServer) {
     for n in sizes {
-        let body: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
-        std::fs::write(site.path().join(format!("f{n}.bin")), body).unwrap();
+        let body: Vec<u8> = (0..*n).map(|i| b'a' + (i % 26) as u8).collect();
+        std::fs::write(site.join(format!("f{n}.bin")), body).unwrap();
     }
     let origin = TestServer::start(
-        site.path(),
+        site,
         "[[routes]]\n[routes.static]\n[[routes.headers.response]]\n\
          set = { \"Cache-Control\" = \"max-age=600\" }\n",
     );
     let ngx = nginx(origin.addr);
     let gh = TestServer::start(
-        site.path(),
+        site,
         &format!(
             "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{}\"]\n[routes.cache]\n\
              cache_status_header = true\n",
             origin.addr
         ),
     );
+    (origin, ngx, gh)
+}
+
+#[test]
+fn ranges_on_a_cold_cache_are_answered_as_nginx_answers_them() {
+    let site = tempfile::tempdir().unwrap();
+    let sizes = [1usize, 100, 10_000, 200_000];
+    let (_origin, ngx, gh) = three(site.path(), &sizes);
     // (range, whether gatehouse stores the whole on the first request as nginx does)
     let ranges = [
         ("bytes=0-0", true),
@@ -121,4 +134,77 @@ fn ranges_on_a_cold_cache_are_answered_as_nginx_answers_them() {
             );
         }
     }
+}
+
+/// A client revalidating its own copy on a cold key: neither cache passes its conditions
+/// on (a 304 could not be stored); both store the whole and answer the conditions from it.
+/// The origin is a gatehouse static route, which would answer them itself with a 304.
+#[test]
+fn conditions_on_a_cold_cache_are_answered_as_nginx_answers_them() {
+    let site = tempfile::tempdir().unwrap();
+    let (origin, ngx, gh) = three(site.path(), &[10_000]);
+    let file = get(origin.addr, "/f10000.bin", "");
+    let etag = file.header("etag").expect("an ETag").to_string();
+    let lm = file
+        .header("last-modified")
+        .expect("a Last-Modified")
+        .to_string();
+    let modified = httpdate::parse_http_date(&lm).unwrap();
+    let day = std::time::Duration::from_secs(86_400);
+    let earlier = httpdate::fmt_http_date(modified - day);
+    let later = httpdate::fmt_http_date(modified + day);
+    let weak = format!("W/{etag}");
+    let two = format!("\"other\", {etag}");
+    let none: &[(&str, &str)] = &[];
+    let cases: Vec<Vec<(&str, &str)>> = vec![
+        vec![("If-None-Match", &etag)],
+        vec![("If-None-Match", &weak)],
+        vec![("If-None-Match", &two)],
+        vec![("If-None-Match", "*")],
+        vec![("If-None-Match", "\"other\"")],
+        vec![("If-Modified-Since", &lm)],
+        vec![("If-Modified-Since", &earlier)],
+        vec![("If-None-Match", "\"other\""), ("If-Modified-Since", &lm)],
+        vec![("If-None-Match", &etag), ("Range", "bytes=5-9")],
+        vec![("If-None-Match", "\"other\""), ("Range", "bytes=5-9")],
+    ];
+    for (i, fields) in cases.iter().enumerate() {
+        let target = format!("/f10000.bin?k={i}");
+        let what = format!("{fields:?}");
+        let (a, b) = (
+            get_with(ngx.addr, &target, fields),
+            get_with(gh.addr, &target, fields),
+        );
+        assert_eq!(a.status, b.status, "{what}: status");
+        assert_eq!(a.body, b.body, "{what}: body");
+        assert_eq!(a.header("etag"), b.header("etag"), "{what}: ETag");
+        assert_eq!(
+            a.header("content-range"),
+            b.header("content-range"),
+            "{what}: Content-Range"
+        );
+        // Both stored the whole.
+        let (a2, b2) = (
+            get_with(ngx.addr, &target, none),
+            get_with(gh.addr, &target, none),
+        );
+        assert_eq!(a2.header("x-cache"), Some("HIT"), "{what}: nginx");
+        assert_eq!(b2.header("cache-status"), Some("gatehouse; hit"), "{what}");
+        assert_eq!(
+            (a2.status, a2.body.len()),
+            (200, 10_000),
+            "{what}: nginx whole"
+        );
+        assert_eq!(b2.body, a2.body, "{what}: whole");
+    }
+    // A date after Last-Modified: gatehouse answers 304 as RFC 9110 §13.1.3 says
+    // (modified no later than the date); nginx's default `if_modified_since exact` wants the
+    // date to be Last-Modified's own, and sends the whole.
+    let target = "/f10000.bin?k=later";
+    let fields = [("If-Modified-Since", later.as_str())];
+    let (a, b) = (
+        get_with(ngx.addr, target, &fields),
+        get_with(gh.addr, target, &fields),
+    );
+    assert_eq!((a.status, b.status), (200, 304));
 }

@@ -1467,3 +1467,176 @@ async fn an_answer_to_a_range_passed_on_is_stored_only_if_it_is_the_whole() {
         Some(CacheStatus::Hit)
     );
 }
+
+/// A client revalidating its own copy on a cold key: its `If-None-Match` and
+/// `If-Modified-Since` are not passed on (a 304 could not be stored); the whole is fetched
+/// and stored, and the conditions are evaluated against it (RFC 9110 §13.2.2's order, then
+/// the range). Passed on as they came where nothing could be stored: a HEAD, a request
+/// with `no-store`, a range passed on.
+#[tokio::test]
+async fn a_conditional_miss_fetches_the_whole_stores_it_and_answers_the_conditions() {
+    let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
+    let (earlier, later) = (
+        "Sun, 31 Dec 2023 00:00:00 GMT",
+        "Tue, 02 Jan 2024 00:00:00 GMT",
+    );
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[
+            ("cache-control", "max-age=60"),
+            ("etag", "\"v1\""),
+            ("last-modified", lm),
+        ],
+        "0123456789",
+    );
+    let c = cache(&o, CacheLayer::new());
+    let (nm, ok, partial) = (
+        StatusCode::NOT_MODIFIED,
+        StatusCode::OK,
+        StatusCode::PARTIAL_CONTENT,
+    );
+    // (method, request fields, status, body, conditions passed upstream, whole stored)
+    type Case<'a> = (
+        &'a str,
+        &'a [(&'a str, &'a str)],
+        StatusCode,
+        &'a str,
+        bool,
+        bool,
+    );
+    let cases: &[Case] = &[
+        ("GET", &[("if-none-match", "\"v1\"")], nm, "", false, true),
+        ("GET", &[("if-none-match", "W/\"v1\"")], nm, "", false, true),
+        (
+            "GET",
+            &[("if-none-match", "\"a\", \"v1\"")],
+            nm,
+            "",
+            false,
+            true,
+        ),
+        ("GET", &[("if-none-match", "*")], nm, "", false, true),
+        (
+            "GET",
+            &[("if-none-match", "\"v2\"")],
+            ok,
+            "0123456789",
+            false,
+            true,
+        ),
+        ("GET", &[("if-modified-since", lm)], nm, "", false, true),
+        ("GET", &[("if-modified-since", later)], nm, "", false, true),
+        (
+            "GET",
+            &[("if-modified-since", earlier)],
+            ok,
+            "0123456789",
+            false,
+            true,
+        ),
+        (
+            "GET",
+            &[("if-none-match", "\"v2\""), ("if-modified-since", lm)],
+            ok,
+            "0123456789",
+            false,
+            true,
+        ),
+        (
+            "GET",
+            &[("if-none-match", "\"v1\""), ("range", "bytes=2-4")],
+            nm,
+            "",
+            false,
+            true,
+        ),
+        (
+            "GET",
+            &[("if-none-match", "\"v2\""), ("range", "bytes=2-4")],
+            partial,
+            "234",
+            false,
+            true,
+        ),
+        // The origin here ignores conditions: its 200 is what the client gets.
+        (
+            "GET",
+            &[("if-none-match", "\"v1\""), ("cache-control", "no-store")],
+            ok,
+            "0123456789",
+            true,
+            false,
+        ),
+        // This origin sends a body even to a HEAD; a server drops it.
+        (
+            "HEAD",
+            &[("if-none-match", "\"v1\"")],
+            ok,
+            "0123456789",
+            true,
+            false,
+        ),
+        (
+            "GET",
+            &[("if-none-match", "\"v1\""), ("range", "bytes=-3")],
+            ok,
+            "0123456789",
+            true,
+            // This origin answered with the whole, which is stored.
+            true,
+        ),
+    ];
+    for (i, (method, fields, status, body, passed, stored)) in cases.iter().enumerate() {
+        let what = format!("{method} {fields:?}");
+        let path = format!("/c{i}");
+        let before = o.calls();
+        let r = get(&c, method, &path, fields).await;
+        assert_eq!(
+            (r.status, &r.body[..]),
+            (*status, body.as_bytes()),
+            "{what}"
+        );
+        assert_eq!(o.calls(), before + 1, "{what}");
+        let sent = o.last();
+        assert_eq!(
+            sent.contains_key("if-none-match") || sent.contains_key("if-modified-since"),
+            *passed,
+            "{what}: conditions sent upstream"
+        );
+        assert_eq!(r.cache, Some(CacheStatus::Miss), "{what}");
+        if r.status == nm {
+            assert_eq!(r.headers["etag"], "\"v1\"", "{what}");
+            assert_eq!(r.headers["cache-control"], "max-age=60", "{what}");
+            assert!(!r.headers.contains_key("content-length"), "{what}");
+        }
+        let again = get(&c, "GET", &path, &[]).await;
+        assert_eq!(&again.body[..], b"0123456789", "{what}: the whole");
+        assert_eq!(
+            again.cache == Some(CacheStatus::Hit),
+            *stored,
+            "{what}: stored"
+        );
+        // And the client's copy now revalidates against the stored one.
+        if *stored {
+            let calls = o.calls();
+            let r = get(&c, "GET", &path, &[("if-none-match", "\"v1\"")]).await;
+            assert_eq!((r.status, r.cache), (nm, Some(CacheStatus::Hit)), "{what}");
+            assert_eq!(o.calls(), calls, "{what}");
+        }
+    }
+
+    // A response that may not be stored still answers the conditions it was asked
+    // without, and the next request goes upstream again.
+    o.answers(
+        200,
+        &[("cache-control", "no-store"), ("etag", "\"v1\"")],
+        "0123456789",
+    );
+    let r = get(&c, "GET", "/n", &[("if-none-match", "\"v1\"")]).await;
+    assert_eq!((r.status, r.body.len()), (nm, 0));
+    let calls = o.calls();
+    let again = get(&c, "GET", "/n", &[]).await;
+    assert_eq!((again.status, again.cache), (ok, Some(CacheStatus::Miss)));
+    assert_eq!(o.calls(), calls + 1);
+}

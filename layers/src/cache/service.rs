@@ -483,6 +483,20 @@ where
         req.headers_mut().remove(RANGE);
         req.headers_mut().remove(IF_RANGE);
     }
+    // The client's own validators are not passed on either, as nginx's proxy_cache does:
+    // a 304 from the origin could not be stored, so a client revalidating its copy would
+    // go around an empty cache for as long as it kept one. The whole is fetched to be
+    // stored, and the conditions are evaluated against it as against a stored response
+    // (RFC 9111 §4.3.2). Not for a request that forbids storing what comes back, nor
+    // with a range passed on, whose answer is stored only if it is the whole anyway.
+    let own_conditions = !head
+        && !req_cc.no_store
+        && (asked.contains_key(IF_NONE_MATCH) || asked.contains_key(IF_MODIFIED_SINCE))
+        && (widened || validating || !asked.contains_key(RANGE));
+    if own_conditions {
+        req.headers_mut().remove(IF_NONE_MATCH);
+        req.headers_mut().remove(IF_MODIFIED_SINCE);
+    }
     if let (Some((e, _)), true) = (&stale, validating) {
         // Removes `Range` too: a 200 to the revalidation is cut as above.
         add_conditions(&mut req, e);
@@ -538,7 +552,18 @@ where
         res.extensions_mut().insert(v);
     }
     let mut res = res.map(|b| CacheBody::filling(b, fill));
-    if widened {
+    // §13.2.2: the conditions before the range.
+    if own_conditions
+        && status == StatusCode::OK
+        && not_modified(&asked, res.headers(), exchange.response_time)
+    {
+        *res.status_mut() = StatusCode::NOT_MODIFIED;
+        res.headers_mut().remove(CONTENT_LENGTH);
+        res.headers_mut().remove(TRANSFER_ENCODING);
+        // No body for the client: the whole is read into the store behind it.
+        let body = std::mem::replace(res.body_mut(), CacheBody::empty());
+        *res.body_mut() = body.window(0, 0);
+    } else if widened {
         cut_range(&mut res, &asked);
     }
     if s.cache_status {
