@@ -26,10 +26,11 @@ WARMUP=${WARMUP:-2s}
 # (this machine's figures drift more between minutes than between servers in one minute).
 ROUNDS=${ROUNDS:-1}
 # FLOOR=1: also bench bench/floor.c (built here with cc), a server that does one read and one
-# write per request and nothing else, as the lower bound for static-1k and text-gzip; and
+# write per request and nothing else, as the lower bound for static-1k, text-gzip and cache-1k; and
 # hyper-floor, hyper alone answering with the file from memory (gateway/examples/bare_hyper.rs,
 # built here with cargo; HYPER_FLOOR names another binary), in rules-1k too with the fields
-# that route's rules add, fixed: the floor under issue 32's figure; and in https-1k, h2-1k,
+# that route's rules add, fixed: the floor under issue 32's figure; in cache-1k, with the
+# fields a hit sends (the backend's, Via and Age): the floor under a hit; and in https-1k, h2-1k,
 # h3-1k and h3-1m, hyper over rustls and h3 over quinn (gateway/examples/bare_tls.rs;
 # TLS_FLOOR names another binary), the floor under h3-1k ÷ h2-1k.
 FLOOR=${FLOOR:-}
@@ -419,6 +420,13 @@ start_floor() { # scenario [hyper]
       "Access-Control-Allow-Credentials: true" "Vary: Origin" \
       "X-Request-Id: 0193a5f2-7c1e-7d3a-9b4e-5f6a7b8c9d0e")
   fi
+  if [ "$1" = cache-1k ]; then
+    # The fields a hit sends: the backend's, as stored, with Via and Age (hyper adds Date
+    # and Content-Length).
+    fields=$(curl -s -D - -o /dev/null "http://127.0.0.1:$PORT_BACKEND/1k.bin" | tr -d '\r' |
+      grep -iv '^\(HTTP/\|date:\|content-length:\|connection:\|keep-alive:\|$\)'
+      printf '%s\n' "Via: 1.1 gatehouse" "Age: 0")
+  fi
   if [ "${2:-}" = hyper ] && is_tls "$1"; then
     "$TLS_FLOOR" "127.0.0.1:$PORT_FLOOR" "$CERT" "$KEY" "$WWW$(scenario_path "$1")" 2>> "$WORK/floor.log" &
   elif [ "${2:-}" = hyper ]; then
@@ -785,7 +793,7 @@ run_server() { # scenario server
   # hyper-floor answers rules-1k too, with its rules' fields: what writing them costs hyper.
   if [ "$server" = floor ] || [ "$server" = hyper-floor ]; then
     case "$scenario" in
-      static-1k | text-gzip) ;;
+      static-1k | text-gzip | cache-1k) ;;
       rules-1k | https-1k | h2-1k | h3-1k | h3-1m) [ "$server" = hyper-floor ] || return 0 ;;
       *) return 0 ;;
     esac
