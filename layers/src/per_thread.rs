@@ -20,9 +20,34 @@ const MAX_BYTES: usize = 8 << 20;
 pub(crate) const MAX_COPIED_BODY: usize = 64 * 1024;
 
 /// A header value with bytes of its own, so that cloning it touches no shared count.
+#[cfg(any(feature = "open-file-cache", feature = "precompress"))]
 pub(crate) fn unshared(v: &http::HeaderValue) -> http::HeaderValue {
     http::HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(v.as_bytes()))
         .unwrap_or_else(|_| v.clone())
+}
+
+/// `fields`, their values in one buffer of their own, in a map with room for `capacity`:
+/// cloning them touches one count that nothing else shares, where a buffer a value shared
+/// with others (the connection's read buffer), or one of its own per value, meant a count
+/// or an allocation per value.
+#[cfg(any(feature = "open-file-cache", feature = "cache"))]
+pub(crate) fn unshared_fields(fields: &http::HeaderMap, capacity: usize) -> http::HeaderMap {
+    let mut buf = bytes::BytesMut::with_capacity(fields.values().map(http::HeaderValue::len).sum());
+    for v in fields.values() {
+        buf.extend_from_slice(v.as_bytes());
+    }
+    let buf = buf.freeze();
+    let mut out = http::HeaderMap::with_capacity(capacity);
+    let mut at = 0;
+    for (name, v) in fields {
+        let end = at + v.len();
+        let mut value =
+            http::HeaderValue::from_maybe_shared(buf.slice(at..end)).unwrap_or_else(|_| v.clone());
+        value.set_sensitive(v.is_sensitive());
+        out.append(name.clone(), value);
+        at = end;
+    }
+    out
 }
 
 /// `S` hashes the keys: the owning cache's own (fast, randomly keyed) hasher.
@@ -125,6 +150,38 @@ impl<K: Hash + Eq, V, S: BuildHasher> Copies<K, V, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Maps of every shape up to a few fields (repeated names, empty and sensitive values):
+    /// the same fields in the same order, each value in one buffer the source doesn't use.
+    #[cfg(any(feature = "open-file-cache", feature = "cache"))]
+    #[test]
+    fn unshared_fields_keep_every_field_in_order_in_one_buffer() {
+        let names = ["a", "b", "set-cookie", "c"];
+        let values = ["", "x", "two words", "\"etag\"", "0"];
+        for shape in 0..4096u32 {
+            let mut m = http::HeaderMap::new();
+            let mut s = shape;
+            for _ in 0..(shape % 6) {
+                let (n, v) = (names[(s % 4) as usize], values[(s / 4 % 5) as usize]);
+                let mut v = http::HeaderValue::from_static(v);
+                v.set_sensitive(s / 20 % 2 == 1);
+                m.append(n, v);
+                s = s.wrapping_mul(2_654_435_761).rotate_left(7) ^ shape;
+            }
+            let u = unshared_fields(&m, 3);
+            let before: Vec<_> = m.iter().map(|(n, v)| (n, v, v.is_sensitive())).collect();
+            let after: Vec<_> = u.iter().map(|(n, v)| (n, v, v.is_sensitive())).collect();
+            assert_eq!(before, after, "{m:?}");
+            let span = |v: &http::HeaderValue| v.as_bytes().as_ptr_range();
+            let starts: Vec<_> = u.values().filter(|v| !v.is_empty()).map(span).collect();
+            for (i, w) in starts.windows(2).enumerate() {
+                assert_eq!(w[0].end, w[1].start, "{m:?}: value {i} and the next apart");
+            }
+            for (a, b) in m.values().zip(u.values()).filter(|(a, _)| !a.is_empty()) {
+                assert_ne!(span(a).start, span(b).start, "{m:?}: a value not copied");
+            }
+        }
+    }
 
     #[test]
     fn a_slot_stays_within_its_bounds() {

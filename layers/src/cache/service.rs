@@ -677,15 +677,14 @@ fn fill_for<B>(
     }
     let vary = key::vary_names(res.headers());
     let secondary = key::secondary(asked, &vary);
-    // Each value copied: a clone would share the upstream connection's read buffer, which
-    // every stored entry would then keep alive (cache-cold held 4 KiB per 1 KiB entry).
+    // The values still share the upstream connection's read buffer: the entry copies them
+    // into one of its own ([`Entry::new`]), not to keep that alive (cache-cold held 4 KiB
+    // per 1 KiB entry). Set-Cookie (stored only with store_set_cookie) goes to the client
+    // that caused the fetch, never to the others the entry answers.
     let mut headers = HeaderMap::with_capacity(res.headers().len());
-    // Set-Cookie (stored only with store_set_cookie) goes to the client that caused the
-    // fetch, never to the others the entry answers.
     for (n, v) in res.headers() {
         if n != TRANSFER_ENCODING && n != http::header::SET_COOKIE {
-            let v = HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
-            headers.append(n.clone(), v);
+            headers.append(n.clone(), v.clone());
         }
     }
     Some(Box::new(Fill {

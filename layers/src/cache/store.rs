@@ -2,7 +2,7 @@
 
 use super::key::{self, Primary};
 use super::policy::{self, CacheControl, Exchange};
-use crate::per_thread::{unshared, PerThread, MAX_COPIED_BODY};
+use crate::per_thread::{unshared_fields, PerThread, MAX_COPIED_BODY};
 use crate::upstream::StoredVersion;
 use bytes::Bytes;
 use http::header::{HeaderName, AGE};
@@ -114,6 +114,8 @@ impl Entry {
             .cloned()
             .unwrap_or(HeaderValue::from_static("0"));
         headers.insert(AGE, first);
+        // The values in one buffer of the entry's own, not the upstream's read buffer.
+        let mut headers = unshared_fields(&headers, headers.len());
         // Room for one more in the index, which a clone keeps: `insert` grows a map that
         // is full even when it replaces (http 1.5's `try_reserve_one`).
         headers.reserve(1);
@@ -145,10 +147,7 @@ impl Entry {
     /// A copy whose fields and body share no reference count with this one (its version
     /// is shared, and only read).
     fn private_copy(&self) -> Entry {
-        let mut headers = HeaderMap::with_capacity(self.headers.len() + 1);
-        for (n, v) in &self.headers {
-            headers.append(n.clone(), unshared(v));
-        }
+        let headers = unshared_fields(&self.headers, self.headers.len() + 1);
         Entry {
             status: self.status,
             headers,
@@ -202,8 +201,8 @@ impl Entry {
                 headers.remove(name);
                 replaced.push(name);
             }
-            let value = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
-            headers.append(name.clone(), value);
+            // Copied into the entry's own buffer by `Entry::new`.
+            headers.append(name.clone(), value.clone());
         }
         Entry::new(
             self.status,

@@ -9,8 +9,7 @@
 
 use super::cache::Cached;
 use super::entry::{FileEntry, Resolved};
-use crate::per_thread::{unshared, PerThread, MAX_COPIED_BODY};
-use http::HeaderMap;
+use crate::per_thread::{unshared, unshared_fields, PerThread, MAX_COPIED_BODY};
 use std::sync::Arc;
 
 struct Entry {
@@ -80,10 +79,7 @@ fn private_copy(r: &Resolved) -> Resolved {
     // more fields (CORS's three, a request ID, header rules) spares a route with such
     // layers the map's regrowth and rehash on each response (callgrind showed the regrowth
     // gone from rules-1k; measured together with the shorter stack in router/stack.rs).
-    let mut headers = HeaderMap::with_capacity(e.headers.len() + 7);
-    for (name, value) in &e.headers {
-        headers.append(name.clone(), unshared(value));
-    }
+    let headers = unshared_fields(&e.headers, e.headers.len() + 7);
     let body = match &e.body {
         Some(b) if b.len() <= MAX_COPIED_BODY => Some(bytes::Bytes::copy_from_slice(b)),
         other => other.clone(),
