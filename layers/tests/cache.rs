@@ -1626,17 +1626,78 @@ async fn a_conditional_miss_fetches_the_whole_stores_it_and_answers_the_conditio
         }
     }
 
-    // A response that may not be stored still answers the conditions it was asked
-    // without, and the next request goes upstream again.
+    // A response that is not stored goes out whole, as nginx sends it: answering the
+    // conditions would have read it for nothing (and closed a long one's connection).
+    // Not stored: too large, or not storable.
+    let c = cache(&o, CacheLayer::new().max_object_bytes(5));
+    for (path, cc) in [("/large", "max-age=60"), ("/private", "private")] {
+        o.answers(
+            200,
+            &[
+                ("cache-control", cc),
+                ("etag", "\"v1\""),
+                ("content-length", "10"),
+            ],
+            "0123456789",
+        );
+        let r = get(&c, "GET", path, &[("if-none-match", "\"v1\"")]).await;
+        assert_eq!((r.status, &r.body[..]), (ok, &b"0123456789"[..]), "{path}");
+        let calls = o.calls();
+        let again = get(&c, "GET", path, &[]).await;
+        assert_eq!((again.status, again.cache), (ok, Some(CacheStatus::Miss)));
+        assert_eq!(o.calls(), calls + 1, "{path}");
+    }
+}
+
+/// The background refresh of a stale entry without validators sends neither the client's
+/// conditions nor its range: their answer (a 304 for the client's copy, a part) could not
+/// be stored, and the entry would stay stale.
+#[tokio::test]
+async fn a_refresh_leaves_the_clients_conditions_and_range_behind() {
+    let o = Origin::new();
     o.answers(
         200,
-        &[("cache-control", "no-store"), ("etag", "\"v1\"")],
-        "0123456789",
+        &[("cache-control", "max-age=0, stale-while-revalidate=60")],
+        "old",
     );
-    let r = get(&c, "GET", "/n", &[("if-none-match", "\"v1\"")]).await;
-    assert_eq!((r.status, r.body.len()), (nm, 0));
-    let calls = o.calls();
-    let again = get(&c, "GET", "/n", &[]).await;
-    assert_eq!((again.status, again.cache), (ok, Some(CacheStatus::Miss)));
-    assert_eq!(o.calls(), calls + 1);
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    // An origin that honours them: a 304 to any If-None-Match, a part to a range.
+    o.set(|req| {
+        let mut res = Response::new(Full::new(Bytes::from_static(b"new")));
+        res.headers_mut()
+            .insert("cache-control", "max-age=60".parse().unwrap());
+        if req.headers().contains_key("if-none-match") {
+            *res.status_mut() = StatusCode::NOT_MODIFIED;
+        } else if req.headers().contains_key("range") {
+            *res.status_mut() = StatusCode::PARTIAL_CONTENT;
+            res.headers_mut()
+                .insert("content-range", "bytes 0-0/3".parse().unwrap());
+        }
+        Ok(res)
+    });
+    let fields = [("if-none-match", "\"mine\""), ("range", "bytes=0-0")];
+    let r = get(&c, "GET", "/", &fields).await;
+    assert_eq!(
+        (r.status, r.cache, &r.body[..]),
+        (
+            StatusCode::PARTIAL_CONTENT,
+            Some(CacheStatus::Stale),
+            &b"o"[..]
+        )
+    );
+    for _ in 0..500 {
+        if c.store().stats().stored.load(Ordering::SeqCst) == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sent = o.last();
+    assert!(!sent.contains_key("if-none-match") && !sent.contains_key("range"));
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Hit), &b"new"[..])
+    );
+    assert_eq!(o.calls(), 2);
 }

@@ -552,8 +552,11 @@ where
         res.extensions_mut().insert(v);
     }
     let mut res = res.map(|b| CacheBody::filling(b, fill));
-    // §13.2.2: the conditions before the range.
+    // §13.2.2: the conditions before the range. Only for a response being stored, as
+    // nginx does: one that is not would be read for nothing, and its connection closed
+    // if it is long, and §4.3.2's rules are for a stored response. The 200 goes out.
     if own_conditions
+        && stored
         && status == StatusCode::OK
         && not_modified(&asked, res.headers(), exchange.response_time)
     {
@@ -726,9 +729,9 @@ async fn refresh<S, ReqB, B>(
         CacheControl::parse(&asked)
     };
     let validating = has_validator(&e);
-    if validating {
-        add_conditions(&mut req, &e);
-    }
+    // The client's own conditions and range go too, validators or not: the answer to
+    // them (a 304 for its copy, a part) could not be stored.
+    add_conditions(&mut req, &e);
     let request_time = SystemTime::now();
     let Ok(res) = ready_call(&mut inner, req).await else {
         return;
