@@ -397,28 +397,39 @@ async fn the_request_cache_control_is_obeyed_or_ignored_as_configured() {
     assert_eq!(c.store().stats().misses.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn stale_while_revalidate_serves_at_once_and_refreshes_behind() {
-    let o = Origin::new();
+/// A cache whose entry for `/` ("old") is stale within its `stale-while-revalidate`.
+async fn stale_within_its_window(o: &Origin) -> Cache<Origin> {
     o.answers(
         200,
         &[("cache-control", "max-age=0, stale-while-revalidate=60")],
         "old",
     );
-    let c = cache(&o, CacheLayer::new());
+    let c = cache(o, CacheLayer::new());
     get(&c, "GET", "/", &[]).await;
+    c
+}
+
+/// Waits (up to 5 s) until the store has stored `n` responses, a refresh's among them.
+async fn until_stored(c: &Cache<Origin>, n: u64) {
+    for _ in 0..500 {
+        if c.store().stats().stored.load(Ordering::SeqCst) == n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn stale_while_revalidate_serves_at_once_and_refreshes_behind() {
+    let o = Origin::new();
+    let c = stale_within_its_window(&o).await;
     o.answers(200, &[("cache-control", "max-age=60")], "new");
     let r = get(&c, "GET", "/", &[]).await;
     assert_eq!(
         (r.cache, &r.body[..]),
         (Some(CacheStatus::Stale), &b"old"[..])
     );
-    for _ in 0..500 {
-        if o.calls() == 2 && c.store().stats().stored.load(Ordering::SeqCst) == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_stored(&c, 2).await;
     let r = get(&c, "GET", "/", &[]).await;
     assert_eq!(
         (r.cache, &r.body[..]),
@@ -1655,13 +1666,7 @@ async fn a_conditional_miss_fetches_the_whole_stores_it_and_answers_the_conditio
 #[tokio::test]
 async fn a_refresh_leaves_the_clients_conditions_and_range_behind() {
     let o = Origin::new();
-    o.answers(
-        200,
-        &[("cache-control", "max-age=0, stale-while-revalidate=60")],
-        "old",
-    );
-    let c = cache(&o, CacheLayer::new());
-    get(&c, "GET", "/", &[]).await;
+    let c = stale_within_its_window(&o).await;
     // An origin that honours them: a 304 to any If-None-Match, a part to a range.
     o.set(|req| {
         let mut res = Response::new(Full::new(Bytes::from_static(b"new")));
@@ -1686,12 +1691,7 @@ async fn a_refresh_leaves_the_clients_conditions_and_range_behind() {
             &b"o"[..]
         )
     );
-    for _ in 0..500 {
-        if c.store().stats().stored.load(Ordering::SeqCst) == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_stored(&c, 2).await;
     let sent = o.last();
     assert!(!sent.contains_key("if-none-match") && !sent.contains_key("range"));
     let r = get(&c, "GET", "/", &[]).await;
