@@ -1653,6 +1653,10 @@ async fn a_conditional_miss_fetches_the_whole_stores_it_and_answers_the_conditio
         );
         let r = get(&c, "GET", path, &[("if-none-match", "\"v1\"")]).await;
         assert_eq!((r.status, &r.body[..]), (ok, &b"0123456789"[..]), "{path}");
+        // Nor is a range cut from it: the conditions come first (RFC 9110 §13.2.2).
+        let fields = [("if-none-match", "\"v1\""), ("range", "bytes=2-4")];
+        let r = get(&c, "GET", path, &fields).await;
+        assert_eq!((r.status, &r.body[..]), (ok, &b"0123456789"[..]), "{path}");
         let calls = o.calls();
         let again = get(&c, "GET", path, &[]).await;
         assert_eq!((again.status, again.cache), (ok, Some(CacheStatus::Miss)));
@@ -1700,4 +1704,57 @@ async fn a_refresh_leaves_the_clients_conditions_and_range_behind() {
         (Some(CacheStatus::Hit), &b"new"[..])
     );
     assert_eq!(o.calls(), 2);
+}
+
+/// `If-Match` and `If-Unmodified-Since` are the origin's to evaluate (RFC 9111 §4.3.2): they
+/// go upstream, and a 412 about one client's copy, however fresh its headers say it is, is
+/// never stored for the URL (nor is any answer to them but a whole 200).
+#[tokio::test]
+async fn an_answer_to_if_match_or_if_unmodified_since_is_stored_only_if_whole() {
+    let lm = "Mon, 01 Jan 2024 00:00:00 GMT";
+    let o = Origin::new();
+    o.set(move |req| {
+        let h = req.headers();
+        let failed = h.get("if-match").is_some_and(|v| v != "\"v1\"")
+            || h.get("if-unmodified-since").is_some_and(|v| v != lm);
+        let mut res = Response::new(Full::new(Bytes::from_static(b"0123456789")));
+        if failed {
+            *res.status_mut() = StatusCode::PRECONDITION_FAILED;
+        }
+        for (n, v) in [
+            ("cache-control", "max-age=60"),
+            ("etag", "\"v1\""),
+            ("last-modified", lm),
+        ] {
+            res.headers_mut().insert(n, v.parse().unwrap());
+        }
+        Ok(res)
+    });
+    let c = cache(&o, CacheLayer::new());
+    let failing: [&[(&str, &str)]; 3] = [
+        &[("if-match", "\"nope\"")],
+        &[("if-unmodified-since", "Sun, 31 Dec 2023 00:00:00 GMT")],
+        &[("if-match", "\"nope\""), ("range", "bytes=2-4")],
+    ];
+    for (i, fields) in failing.iter().enumerate() {
+        let path = format!("/f{i}");
+        let r = get(&c, "GET", &path, fields).await;
+        assert_eq!(r.status, StatusCode::PRECONDITION_FAILED, "{fields:?}");
+        let sent = o.last();
+        assert!(sent.contains_key("if-match") || sent.contains_key("if-unmodified-since"));
+        let again = get(&c, "GET", &path, &[]).await;
+        assert_eq!(
+            (again.status, again.cache),
+            (StatusCode::OK, Some(CacheStatus::Miss)),
+            "{fields:?}: the 412 was stored"
+        );
+    }
+    // A whole 200 to them is the resource's, and is stored.
+    let r = get(&c, "GET", "/ok", &[("if-match", "\"v1\"")]).await;
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (StatusCode::OK, &b"0123456789"[..])
+    );
+    let again = get(&c, "GET", "/ok", &[]).await;
+    assert_eq!(again.cache, Some(CacheStatus::Hit));
 }

@@ -538,10 +538,14 @@ where
         }
     }
     bump(&stats.misses);
-    // A range passed on as it came is answered by a 206 or 416 for that range alone, which
-    // a later request for the URL must not get: only a whole 200 may be stored from it.
-    let range_passed_on = asked.contains_key(RANGE) && !widened;
-    let fill = if head || (range_passed_on && status != StatusCode::OK) {
+    // What went upstream as the client sent it and shapes an answer for that client alone:
+    // a range (a 206 or 416 for it), `If-Match` or `If-Unmodified-Since` (a 412 about its
+    // own copy, RFC 9110 §15.5.13; RFC 9111 §4.3.2 leaves them to the origin). A later
+    // request for the URL must not get such an answer: only a whole 200 is stored.
+    let shaped = (asked.contains_key(RANGE) && !widened)
+        || (!validating
+            && (asked.contains_key(IF_MATCH) || asked.contains_key(IF_UNMODIFIED_SINCE)));
+    let fill = if head || (shaped && status != StatusCode::OK) {
         None
     } else {
         fill_for(&s, &key, &asked, &req_cc, &res, exchange, flight)
@@ -566,7 +570,8 @@ where
         // No body for the client: the whole is read into the store behind it.
         let body = std::mem::replace(res.body_mut(), CacheBody::empty());
         *res.body_mut() = body.window(0, 0);
-    } else if widened {
+    } else if widened && (stored || !own_conditions) {
+        // The range only after the conditions: with them left unanswered, the whole.
         cut_range(&mut res, &asked);
     }
     if s.cache_status {
