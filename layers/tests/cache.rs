@@ -1758,3 +1758,136 @@ async fn an_answer_to_if_match_or_if_unmodified_since_is_stored_only_if_whole() 
     let again = get(&c, "GET", "/ok", &[]).await;
     assert_eq!(again.cache, Some(CacheStatus::Hit));
 }
+
+/// A request whose answer is its own (a 412 to its `If-Match`, a 206 to a range passed on)
+/// could not serve the requests that wait for its fetch: it never leads one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_answer_is_its_own_never_leads_a_fetch_others_wait_for() {
+    let mut o = Origin::new();
+    o.delay = Duration::from_millis(200);
+    o.set(|req| {
+        let failed = req.headers().get("if-match").is_some_and(|v| v != "\"v1\"");
+        let suffix = req.headers().get("range").is_some_and(|v| v == "bytes=-3");
+        let body: &'static [u8] = if suffix { b"789" } else { b"0123456789" };
+        let mut res = Response::new(Full::new(Bytes::from_static(body)));
+        if failed {
+            *res.status_mut() = StatusCode::PRECONDITION_FAILED;
+        } else if suffix {
+            *res.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let cr = "bytes 7-9/10".parse().unwrap();
+            res.headers_mut().insert("content-range", cr);
+        }
+        let h = res.headers_mut();
+        h.insert("cache-control", "max-age=60".parse().unwrap());
+        h.insert("etag", "\"v1\"".parse().unwrap());
+        Ok(res)
+    });
+    let c = cache(&o, CacheLayer::new());
+    for (path, own) in [
+        ("/if-match", ("if-match", "\"nope\"")),
+        ("/suffix", ("range", "bytes=-3")),
+    ] {
+        let before = o.calls();
+        let first = {
+            let c = c.clone();
+            tokio::spawn(async move { get(&c, "GET", path, &[own]).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let rs = {
+            let mut tasks = Vec::new();
+            for _ in 0..50 {
+                let c = c.clone();
+                tasks.push(tokio::spawn(async move { get(&c, "GET", path, &[]).await }));
+            }
+            let mut rs = Vec::new();
+            for t in tasks {
+                rs.push(t.await.unwrap());
+            }
+            rs
+        };
+        let first = first.await.unwrap();
+        assert!(first.status.as_u16() == 412 || first.status.as_u16() == 206);
+        assert!(rs
+            .iter()
+            .all(|r| r.status == StatusCode::OK && &r.body[..] == b"0123456789"));
+        // Its own, and one for the 50 others.
+        assert_eq!(o.calls() - before, 2, "{path}");
+    }
+    // It may still wait for a fetch already going, and be answered from what that stored.
+    let before = o.calls();
+    let lead = {
+        let c = c.clone();
+        tokio::spawn(async move { get(&c, "GET", "/waits", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = get(&c, "GET", "/waits", &[("range", "bytes=-3")]).await;
+    assert_eq!(lead.await.unwrap().status, StatusCode::OK);
+    assert_eq!(
+        (r.status, &r.body[..], r.cache),
+        (
+            StatusCode::PARTIAL_CONTENT,
+            &b"789"[..],
+            Some(CacheStatus::Hit)
+        )
+    );
+    assert_eq!(o.calls() - before, 1);
+    assert_eq!(c.store().flights_in_progress(), 0);
+}
+
+/// RFC 9111 §5.2.1.5: no part of the response to a `no-store` request is stored, and
+/// what is stored stays; the client's conditions left behind by a revalidation it can't
+/// store leave the 200 whole (§13.2.2: no range past unanswered conditions).
+#[tokio::test]
+async fn a_no_store_request_neither_updates_nor_evicts_what_is_stored() {
+    let o = Origin::new();
+    o.set(etag_validated("max-age=0"));
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    let r = get(&c, "GET", "/", &[("cache-control", "no-store")]).await;
+    assert_eq!(o.last()["if-none-match"], "\"v1\"");
+    assert_eq!((r.status, &r.body[..]), (StatusCode::OK, &b"body"[..]));
+    let r = get(&c, "GET", "/", &[]).await;
+    assert_eq!(
+        r.cache,
+        Some(CacheStatus::Revalidated),
+        "the no-store request's 304 evicted the entry"
+    );
+    // The origin has a new version; a no-store client already holding it asks for a range.
+    o.answers(
+        200,
+        &[("cache-control", "max-age=0"), ("etag", "\"v2\"")],
+        "0123456789",
+    );
+    let r = get(
+        &c,
+        "GET",
+        "/",
+        &[
+            ("cache-control", "no-cache, no-store"),
+            ("if-none-match", "\"v2\""),
+            ("range", "bytes=0-4"),
+        ],
+    )
+    .await;
+    assert_eq!(o.last()["if-none-match"], "\"v1\"");
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (StatusCode::OK, &b"0123456789"[..])
+    );
+}
+
+/// RFC 9110 §13.1.2: `If-None-Match: *` is false for any current representation, with
+/// an ETag or without.
+#[tokio::test]
+async fn if_none_match_star_matches_a_stored_response_without_an_etag() {
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/", &[]).await;
+    let r = get(&c, "GET", "/", &[("if-none-match", "*")]).await;
+    assert_eq!(
+        (r.status, &r.body[..], r.cache),
+        (StatusCode::NOT_MODIFIED, &b""[..], Some(CacheStatus::Hit))
+    );
+    let r = get(&c, "GET", "/", &[("if-none-match", "\"other\"")]).await;
+    assert_eq!(r.status, StatusCode::OK);
+}

@@ -368,7 +368,19 @@ where
         policy::usable(age, e.lifetime, &req_cc, &e.cc, zero, zero) == Use::Serve
     });
     let mut flight = None;
-    if s.lock && worth_waiting && req.method() == Method::GET && !req_cc.no_store {
+    let validating = stale.as_ref().is_some_and(|(e, _)| has_validator(e));
+    let get = req.method() == Method::GET && !req_cc.no_store;
+    if s.lock && get && shaped_alone(req.headers(), &s, validating) {
+        // Its answer (a 206, a 412) would not be stored: leading, it would end the flight
+        // with nothing for the others, who would then all go upstream at once. It may
+        // still wait for another's fetch and be answered from what that stored.
+        if let Some(rx) = s.store.in_flight(&key).filter(|_| worth_waiting) {
+            wait(&s, rx).await;
+            if let Some(res) = stored_for(&s, &req, &req_cc) {
+                return Ok(res);
+            }
+        }
+    } else if s.lock && worth_waiting && get {
         match s.store.join(&key) {
             Joined::Lead(f) => flight = Some(f),
             Joined::Wait(rx) => {
@@ -447,6 +459,22 @@ fn add_conditions<B>(req: &mut Request<B>, e: &Entry) {
     }
 }
 
+/// `If-Match` or `If-Unmodified-Since`: passed on as sent (RFC 9111 §4.3.2 leaves them to
+/// the origin), so the answer is about this client's copy (a 412, RFC 9110 §15.5.13).
+fn has_preconditions(fields: &HeaderMap) -> bool {
+    fields.contains_key(IF_MATCH) || fields.contains_key(IF_UNMODIFIED_SINCE)
+}
+
+/// Whether a miss for a request with `fields` goes upstream in a shape whose answer is
+/// this request's alone, never stored (see `fetch`'s `shaped`): a range passed on as it
+/// is, or preconditions when not revalidating.
+fn shaped_alone(fields: &HeaderMap, s: &Settings, validating: bool) -> bool {
+    let range = fields
+        .get(RANGE)
+        .is_some_and(|r| !validating && !worth_widening(r, s.max_object_bytes));
+    range || (!validating && has_preconditions(fields))
+}
+
 fn has_validator(e: &Entry) -> bool {
     e.headers.contains_key(ETAG) || e.headers.contains_key(LAST_MODIFIED)
 }
@@ -470,7 +498,7 @@ where
     let head = req.method() == Method::HEAD;
     let wants = wants(&req);
     let asked = req.headers().clone();
-    let validating = stale.as_ref().filter(|(e, _)| has_validator(e)).is_some();
+    let validating = stale.as_ref().is_some_and(|(e, _)| has_validator(e));
     // As nginx's proxy_cache does, a range is not passed on: the whole is fetched to be
     // stored, and the range is cut from it as it passes (RFC 9111 §3.4 leaves partial
     // content unstored; RFC 9110 §14.2 lets the range be served from the whole). Not for
@@ -497,6 +525,10 @@ where
         req.headers_mut().remove(IF_NONE_MATCH);
         req.headers_mut().remove(IF_MODIFIED_SINCE);
     }
+    // Whether the client's own validators were left behind, here or by add_conditions:
+    // an unstored answer then goes out whole, its conditions unanswered.
+    let stripped = (own_conditions || validating)
+        && (asked.contains_key(IF_NONE_MATCH) || asked.contains_key(IF_MODIFIED_SINCE));
     if let (Some((e, _)), true) = (&stale, validating) {
         // Removes `Range` too: a 200 to the revalidation is cut as above.
         add_conditions(&mut req, e);
@@ -542,9 +574,8 @@ where
     // a range (a 206 or 416 for it), `If-Match` or `If-Unmodified-Since` (a 412 about its
     // own copy, RFC 9110 §15.5.13; RFC 9111 §4.3.2 leaves them to the origin). A later
     // request for the URL must not get such an answer: only a whole 200 is stored.
-    let shaped = (asked.contains_key(RANGE) && !widened)
-        || (!validating
-            && (asked.contains_key(IF_MATCH) || asked.contains_key(IF_UNMODIFIED_SINCE)));
+    let shaped =
+        (asked.contains_key(RANGE) && !widened) || (!validating && has_preconditions(&asked));
     let fill = if head || (shaped && status != StatusCode::OK) {
         None
     } else {
@@ -570,7 +601,7 @@ where
         // No body for the client: the whole is read into the store behind it.
         let body = std::mem::replace(res.body_mut(), CacheBody::empty());
         *res.body_mut() = body.window(0, 0);
-    } else if widened && (stored || !own_conditions) {
+    } else if widened && (stored || !stripped) {
         // The range only after the conditions: with them left unanswered, the whole.
         cut_range(&mut res, &asked);
     }
@@ -589,7 +620,9 @@ where
 }
 
 /// A revalidated entry goes back in only if its merged head may still be stored (a 304
-/// can add `private` or `no-store`); otherwise the old one is removed.
+/// can add `private` or `no-store`); otherwise the old one is removed. A request with
+/// `no-store` leaves the store as it was (RFC 9111 §5.2.1.5: no part of the response to
+/// it is stored): it answers from the merged head, and the stored entry stays.
 fn store_updated(
     s: &Settings,
     key: Key,
@@ -597,6 +630,9 @@ fn store_updated(
     req_cc: &CacheControl,
     updated: Entry,
 ) -> Arc<Entry> {
+    if req_cc.no_store {
+        return Arc::new(updated);
+    }
     let ok = policy::storable(
         &Method::GET,
         asked,
@@ -959,17 +995,19 @@ fn age_value(secs: u64) -> HeaderValue {
 /// response without one, its `Date` or the time it was received (RFC 9111 §4.3.2).
 fn not_modified(asked: &HeaderMap, stored: &HeaderMap, received: SystemTime) -> bool {
     if asked.contains_key(IF_NONE_MATCH) {
-        let Some(etag) = stored.get(ETAG).and_then(|v| v.to_str().ok()) else {
-            return false;
-        };
-        let weak = |t: &str| t.trim().trim_start_matches("W/").to_string();
-        let etag = weak(etag);
-        return asked
+        let mut tags = asked
             .get_all(IF_NONE_MATCH)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .any(|t| t.trim() == "*" || weak(t) == etag);
+            .map(str::trim);
+        // `*` matches any current representation, with an ETag or without (§13.1.2).
+        let Some(etag) = stored.get(ETAG).and_then(|v| v.to_str().ok()) else {
+            return tags.any(|t| t == "*");
+        };
+        let weak = |t: &str| t.trim().trim_start_matches("W/").to_string();
+        let etag = weak(etag);
+        return tags.any(|t| t == "*" || weak(t) == etag);
     }
     let date = |h: &HeaderMap, n| {
         h.get(n)

@@ -713,6 +713,13 @@ impl ResponseStore {
         })
     }
 
+    /// The flight in progress for `key`, if any, to wait on without leading one: for a
+    /// request whose own answer could not serve the others (see `miss`).
+    pub(crate) fn in_flight(&self, key: &Key) -> Option<watch::Receiver<()>> {
+        let g = self.inner.flights.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(key).filter(|rx| rx.has_changed().is_ok()).cloned()
+    }
+
     /// In-progress fetches (a test's view of the coalescing map, which must drain).
     pub fn flights_in_progress(&self) -> usize {
         self.inner
