@@ -858,6 +858,18 @@ fn early_data_on_keeps_connections_that_answered_a_retry() {
             got.iter().map(|g| (g.status, &g.error)).collect::<Vec<_>>()
         );
     }
+    // A connection validated by a Retry may use 0-RTT, but a request sent after its
+    // handshake (this client has no ticket) is not early data: an unsafe method gets the
+    // route's own answer (405 for a file), never 425 (RFC 8470 §5.2). The client's
+    // Finished and its first requests often arrive in one batch of datagrams.
+    for round in 0..10 {
+        let reqs = [
+            Req("DELETE", "/hello.txt", &[], None),
+            Req("POST", "/hello.txt", &[], None),
+        ];
+        let statuses: Vec<u16> = ask(&h, port(&s), &reqs).iter().map(|g| g.status).collect();
+        assert_eq!(statuses, [405, 405], "round {round}");
+    }
 }
 
 /// RFC 9114 §4.2: connection-specific fields make a request malformed: 400. Taken on,

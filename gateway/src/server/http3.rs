@@ -406,6 +406,24 @@ async fn connection<T: Serve>(
         tokio::select! {
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
+                    // The client's Finished and its first 1-RTT requests often come in one
+                    // batch of datagrams, both ready here at once: the handshake is asked
+                    // first, so that a request sent after it is not taken for early data
+                    // (RFC 8470 §5.2: no 425 for a request that was not).
+                    if !confirmed {
+                        match futures_util::FutureExt::now_or_never(handshake.as_mut()) {
+                            Some(false) => {
+                                kind.handshake_failures.increment(1);
+                                break;
+                            }
+                            Some(true) => {
+                                confirmed = true;
+                                drop(counted.take());
+                                kind.handshakes.increment(1);
+                            }
+                            None => {}
+                        }
+                    }
                     let svc = svc.clone();
                     let limits = Limits {
                         stall: settings.stall,
