@@ -120,6 +120,17 @@ fn ask_with(h: &H3, port: u16, reqs: &[Req], extra: serde_json::Value) -> Vec<Go
             })
         })
         .collect();
+    ask_json(h, port, requests, extra)
+}
+
+/// [`ask_with`], each request as `h3_client.py` reads it.
+fn ask_json(
+    h: &H3,
+    port: u16,
+    requests: Vec<serde_json::Value>,
+    extra: serde_json::Value,
+) -> Vec<Got> {
+    let asked = requests.len();
     let mut job = serde_json::json!({
         "port": port,
         "ca": h.ca_file,
@@ -157,7 +168,7 @@ fn ask_with(h: &H3, port: u16, reqs: &[Req], extra: serde_json::Value) -> Vec<Go
             }
         })
         .collect();
-    assert_eq!(got.len(), reqs.len(), "{text}");
+    assert_eq!(got.len(), asked, "{text}");
     got
 }
 
@@ -870,6 +881,112 @@ fn early_data_on_keeps_connections_that_answered_a_retry() {
         let statuses: Vec<u16> = ask(&h, port(&s), &reqs).iter().map(|g| g.status).collect();
         assert_eq!(statuses, [405, 405], "round {round}");
     }
+}
+
+/// RFC 9114 §4.3.1 and §4.4: pseudo-header fields repeated, after a regular field, of a
+/// response, or missing, are malformed: the stream is refused with H3_MESSAGE_ERROR, as
+/// h2 refuses them over HTTP/2. `:protocol` (extended CONNECT, RFC 9220), never enabled
+/// by gatehouse's SETTINGS, gets 400 from the listener's checks.
+#[test]
+fn malformed_pseudo_header_fields_are_refused() {
+    let h = H3::new();
+    let s = TestServer::site(&h.tls());
+    let p = port(&s);
+    let a = format!("localhost:{p}");
+    let raw = |fields: &[(&str, &str)]| {
+        let fields: Vec<[&str; 2]> = fields.iter().map(|(n, v)| [*n, *v]).collect();
+        serde_json::json!({"method": "GET", "path": "/", "raw_headers": fields})
+    };
+    let base = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", a.as_str()),
+        (":path", "/hello.txt"),
+    ];
+    let with = |extra: &[(&str, &str)], at: usize| {
+        let mut f = base.to_vec();
+        for (i, e) in extra.iter().enumerate() {
+            f.insert(at + i, *e);
+        }
+        raw(&f)
+    };
+    let cases = vec![
+        ("as sent", raw(&base), 200),
+        ("two :path", with(&[(":path", "/secret")], 4), 0),
+        ("two :method", with(&[(":method", "DELETE")], 1), 0),
+        (
+            "pseudo after a field",
+            with(&[("x-a", "1"), (":scheme", "https")], 4),
+            0,
+        ),
+        ("no :scheme", raw(&[base[0], base[2], base[3]]), 0),
+        ("no :path", raw(&[base[0], base[1], base[2]]), 0),
+        (
+            "empty :path",
+            raw(&[base[0], base[1], base[2], (":path", "")]),
+            0,
+        ),
+        (":status in a request", with(&[(":status", "200")], 4), 0),
+        (
+            ":protocol without CONNECT",
+            with(&[(":protocol", "websocket")], 4),
+            0,
+        ),
+        (
+            "CONNECT with :path",
+            raw(&[(":method", "CONNECT"), (":authority", &a), (":path", "/x")]),
+            0,
+        ),
+        (
+            "extended CONNECT",
+            raw(&[
+                (":method", "CONNECT"),
+                (":protocol", "connect-udp"),
+                (":scheme", "https"),
+                (":authority", &a),
+                (":path", "/hello.txt"),
+            ]),
+            400,
+        ),
+    ];
+    let reqs = cases.iter().map(|(_, r, _)| r.clone()).collect();
+    let got = ask_json(&h, p, reqs, serde_json::json!({}));
+    for ((what, _, want), g) in cases.iter().zip(&got) {
+        assert_eq!(g.status, *want, "{what}: {g:?}");
+        if *want == 0 {
+            // H3_MESSAGE_ERROR, 0x10e.
+            assert_eq!(g.error.as_deref(), Some("reset 270"), "{what}");
+        }
+    }
+}
+
+/// A GET whose stream stays open after its HEADERS is answered 408 once `header_read` has
+/// passed, counted under no route as any refused request is, not reset unanswered.
+#[test]
+fn a_get_whose_stream_stays_open_gets_408() {
+    let h = H3::new();
+    let tls = h.tls().replace(
+        "drain = \"200ms\"\n",
+        "drain = \"200ms\"\nheader_read = \"1s\"\n",
+    );
+    let p = free_port();
+    let tls = tls.replace("127.0.0.1:0", &format!("127.0.0.1:{p}"));
+    let g = spawn_gatehouse_in(&fixtures().join("site"), &tls);
+    let t0 = std::time::Instant::now();
+    let open = serde_json::json!({"method": "GET", "path": "/hello.txt", "keep_open": true});
+    let got = ask_json(&h, p, vec![open], serde_json::json!({}));
+    assert_eq!(got[0].status, 408, "{:?}", got[0]);
+    // h3-quinn's stop_sending unwrapped the stream a pending read held: a panic per stream.
+    let log = std::fs::read_to_string(g.dir.path().join("stderr.log")).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_secs(1),
+        "{:?}",
+        t0.elapsed()
+    );
+    let m = send(g.admin, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").text();
+    let line = "gatehouse_http_requests_total{route=\"(none)\",method=\"GET\",status=\"408\"} 1";
+    assert!(m.contains(line), "no {line:?} in\n{m}");
 }
 
 /// RFC 9114 §4.2: connection-specific fields make a request malformed: 400. Taken on,

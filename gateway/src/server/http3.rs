@@ -523,29 +523,34 @@ async fn request<T: Serve>(
     let (mut send, recv) = stream.split();
     let head_only = req.method() == Method::HEAD;
     // RFC 9114 §4.1.2, §4.2: malformed; answered 400 by the listener's checks.
-    let (declared, malformed) = match content_length(req.headers()) {
+    let bad = |why| Some((StatusCode::BAD_REQUEST, why));
+    let (declared, mut refused) = match content_length(req.headers()) {
         Ok(_) if connection_specific(req.headers()) => {
-            (None, Some("connection-specific header field\n"))
+            (None, bad("connection-specific header field\n"))
+        }
+        // RFC 9220 §3: `:protocol` without SETTINGS_ENABLE_CONNECT_PROTOCOL, never sent.
+        Ok(_) if req.extensions().get::<h3::ext::Protocol>().is_some() => {
+            (None, bad("extended CONNECT is not enabled\n"))
         }
         Ok(n) => (n, None),
-        Err(()) => (None, Some("bad Content-Length\n")),
+        Err(()) => (None, bad("bad Content-Length\n")),
     };
     let mut body = RequestBody::new(recv, declared);
     // A GET or HEAD is ended by its HEADERS frame's FIN as a rule; without this one look the
     // proxy could not tell an empty body from a body to come, and would forward it chunked.
-    if declared.is_none() && malformed.is_none() {
+    // One whose stream stays open gets a 408, counted and logged as any refused request.
+    if declared.is_none() && refused.is_none() {
         body.peek();
         if matches!(*req.method(), Method::GET | Method::HEAD)
             && crate::rt::within(header_read, body.settle())
                 .await
                 .is_none()
         {
-            send.stop_stream(h3::error::Code::H3_REQUEST_INCOMPLETE);
-            return;
+            refused = Some((StatusCode::REQUEST_TIMEOUT, "request not ended in time\n"));
         }
     }
     let req = req.map(|()| body);
-    let mut fut = std::pin::pin!(svc.serve_http3(req, conn, early, malformed));
+    let mut fut = std::pin::pin!(svc.serve_http3(req, conn, early, refused));
     let (mut parts, body) = std::future::poll_fn(|cx| fut.as_mut().poll_parts(cx)).await;
     // RFC 9114 §4.2: connection-specific fields are malformed in HTTP/3.
     for name in &CONNECTION_SPECIFIC {
@@ -648,6 +653,10 @@ pub struct RequestBody {
     declared: Option<u64>,
     received: u64,
     failed: Option<BoxError>,
+    /// A read was left pending: h3-quinn then holds the stream in its read's future, and
+    /// its `stop_sending` would unwrap the stream that isn't there (a panic, seen with a
+    /// GET whose stream stayed open past `header_read`).
+    reading: bool,
 }
 
 impl RequestBody {
@@ -659,6 +668,7 @@ impl RequestBody {
             declared,
             received: 0,
             failed: None,
+            reading: false,
         }
     }
 
@@ -670,7 +680,9 @@ impl RequestBody {
         }
         // A waker that wakes nothing: a Pending here is polled again, with the Service's.
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        match self.recv.poll_recv_data(&mut cx) {
+        let polled = self.recv.poll_recv_data(&mut cx);
+        self.reading = polled.is_pending();
+        match polled {
             Poll::Ready(Ok(None)) => self.done = true,
             Poll::Ready(Ok(Some(mut b))) => self.first = Some(b.copy_to_bytes(b.remaining())),
             Poll::Ready(Err(e)) => self.failed = Some(Box::new(e)),
@@ -683,7 +695,11 @@ impl RequestBody {
         if self.done || self.first.is_some() || self.failed.is_some() {
             return;
         }
-        match self.recv.recv_data().await {
+        // Left true if this wait is dropped (its timeout) before the read ends.
+        self.reading = true;
+        let read = self.recv.recv_data().await;
+        self.reading = false;
+        match read {
             Ok(None) => self.done = true,
             Ok(Some(mut b)) => self.first = Some(b.copy_to_bytes(b.remaining())),
             // Reported when the body is read, if it ever is.
@@ -696,7 +712,8 @@ impl RequestBody {
 /// that did not need it) is stopped with H3_NO_ERROR, not quinn's code 0 on drop.
 impl Drop for RequestBody {
     fn drop(&mut self) {
-        if !self.done {
+        // With a read pending, quinn stops the stream itself as it is dropped (code 0).
+        if !self.done && !self.reading {
             self.recv.stop_sending(h3::error::Code::H3_NO_ERROR);
         }
     }
@@ -718,14 +735,18 @@ impl Body for RequestBody {
         let chunk = match this.first.take() {
             Some(b) => Some(b),
             None if this.done => return Poll::Ready(None),
-            None => match std::task::ready!(this.recv.poll_recv_data(cx)) {
-                Ok(Some(mut b)) => Some(b.copy_to_bytes(b.remaining())),
-                Ok(None) => None,
-                Err(e) => {
-                    this.done = true;
-                    return Poll::Ready(Some(Err(Box::new(e))));
+            None => {
+                let polled = this.recv.poll_recv_data(cx);
+                this.reading = polled.is_pending();
+                match std::task::ready!(polled) {
+                    Ok(Some(mut b)) => Some(b.copy_to_bytes(b.remaining())),
+                    Ok(None) => None,
+                    Err(e) => {
+                        this.done = true;
+                        return Poll::Ready(Some(Err(Box::new(e))));
+                    }
                 }
-            },
+            }
         };
         match chunk {
             Some(b) => {

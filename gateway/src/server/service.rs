@@ -182,31 +182,29 @@ impl<T: Serve> Fronted<T> {
     }
 
     /// `early`: the request came in 0-RTT data, before its client's handshake was done.
-    /// `malformed`: why the HTTP/3 layer found the request malformed (RFC 9114 §4.1.2), if
-    /// it did; it is answered 400 here, counted as any other refused request.
+    /// `refused`: the HTTP/3 layer's answer to a request it refuses (400 for one RFC 9114
+    /// §4.1.2 calls malformed), answered here and counted as any other refused request.
     pub(crate) fn serve_http3(
         &self,
         req: Request<Http3Body>,
         conn: ConnInfo,
         early: bool,
-        malformed: Option<&'static str>,
+        refused: Option<(StatusCode, &'static str)>,
     ) -> FrontFuture<T::Http3Future> {
-        self.front(req, early, malformed, |req| {
-            self.inner.serve_http3(req, conn)
-        })
+        self.front(req, early, refused, |req| self.inner.serve_http3(req, conn))
     }
 
     fn front<B, F>(
         &self,
         mut req: Request<B>,
         in_early_data: bool,
-        malformed: Option<&'static str>,
+        refused: Option<(StatusCode, &'static str)>,
         inner: impl FnOnce(Request<B>) -> F,
     ) -> FrontFuture<F> {
         let front = &self.front;
         front.protocols.count(req.version());
-        let refused = match malformed {
-            Some(why) => Some(crate::http_util::plain(StatusCode::BAD_REQUEST, why)),
+        let refused = match refused {
+            Some((status, why)) => Some(crate::http_util::plain(status, why)),
             None => front.canonicalize(&mut req),
         };
         let early = match refused {

@@ -59,6 +59,8 @@ impl Header {
     pub fn into_request_parts(
         self,
     ) -> Result<(Method, Uri, Option<Protocol>, HeaderMap), HeaderError> {
+        let connect = self.pseudo.method == Some(Method::CONNECT); // gatehouse:
+        let (scheme, path) = (self.pseudo.scheme.is_some(), self.pseudo.path.is_some()); // gatehouse:
         let mut uri = Uri::builder();
 
         if let Some(path) = self.pseudo.path {
@@ -90,6 +92,26 @@ impl Header {
                 return Err(HeaderError::ContradictedAuthority)
             }
             (Some(_), Some(h)) => uri = uri.authority(h.as_bytes()),
+        }
+
+        // gatehouse: RFC 9114 §4.3.1: a request has one :method, :scheme and :path, and
+        // no :status; §4.4: a CONNECT (not extended, RFC 9220 §3) has an :authority and
+        // neither :scheme nor :path. `:protocol` is for CONNECT only (RFC 8441 §4).
+        if self.pseudo.status.is_some() {
+            return Err(HeaderError::Malformed(":status in a request")); // gatehouse:
+        }
+        match (connect, self.pseudo.protocol.is_some()) {
+            (true, false) if scheme || path => {
+                return Err(HeaderError::Malformed("CONNECT with :scheme or :path")); // gatehouse:
+            }
+            (true, false) => {}
+            (false, true) => {
+                return Err(HeaderError::Malformed(":protocol without CONNECT")); // gatehouse:
+            }
+            _ if !(scheme && path) => {
+                return Err(HeaderError::Malformed("no :scheme or :path")); // gatehouse:
+            }
+            _ => {}
         }
 
         Ok((
@@ -207,34 +229,47 @@ impl TryFrom<Vec<HeaderField>> for Header {
         let mut fields = HeaderMap::with_capacity(headers.len());
         let mut pseudo = Pseudo::default();
 
+        // gatehouse: RFC 9114 §4.3: a pseudo-header field after a regular one, or twice,
+        // is malformed. Kept, the last of two won.
+        fn once<T>(slot: &mut Option<T>, v: T, regular: bool) -> Result<(), HeaderError> {
+            if regular {
+                return Err(HeaderError::Malformed("pseudo-header field after a regular one")); // gatehouse:
+            }
+            if slot.replace(v).is_some() {
+                return Err(HeaderError::Malformed("repeated pseudo-header field")); // gatehouse:
+            }
+            Ok(())
+        }
+        let mut regular = false; // gatehouse:
         for field in headers.into_iter() {
             let (name, value) = field.into_inner();
             match Field::parse(name, value)? {
                 Field::Method(m) => {
-                    pseudo.method = Some(m);
+                    once(&mut pseudo.method, m, regular)?; // gatehouse:
                     pseudo.len += 1;
                 }
                 Field::Scheme(s) => {
-                    pseudo.scheme = Some(s);
+                    once(&mut pseudo.scheme, s, regular)?; // gatehouse:
                     pseudo.len += 1;
                 }
                 Field::Authority(a) => {
-                    pseudo.authority = Some(a);
+                    once(&mut pseudo.authority, a, regular)?; // gatehouse:
                     pseudo.len += 1;
                 }
                 Field::Path(p) => {
-                    pseudo.path = Some(p);
+                    once(&mut pseudo.path, p, regular)?; // gatehouse:
                     pseudo.len += 1;
                 }
                 Field::Status(s) => {
-                    pseudo.status = Some(s);
+                    once(&mut pseudo.status, s, regular)?; // gatehouse:
                     pseudo.len += 1;
                 }
                 Field::Header((n, v)) => {
+                    regular = true; // gatehouse:
                     fields.append(n, v);
                 }
                 Field::Protocol(p) => {
-                    pseudo.protocol = Some(p);
+                    once(&mut pseudo.protocol, p, regular)?; // gatehouse:
                     pseudo.len += 1;
                 }
             }
@@ -294,6 +329,11 @@ impl Field {
             //# If these fields are present, they MUST NOT be
             //# empty.
             b":authority" => Field::Authority(try_value(name, value)?),
+            // gatehouse: RFC 9114 §4.3.1: not empty for "http" and "https", the only
+            // schemes a server here takes; `PathAndQuery` read "" as "/".
+            b":path" if value.as_ref().is_empty() => {
+                return Err(HeaderError::Malformed("empty :path"));
+            }
             b":path" => Field::Path(try_value(name, value)?),
             b":method" => Field::Method(
                 Method::from_bytes(value.as_ref())
@@ -438,6 +478,7 @@ pub enum HeaderError {
     MissingStatus,
     MissingAuthority,
     ContradictedAuthority,
+    Malformed(&'static str), // gatehouse:
 }
 
 impl HeaderError {
@@ -475,6 +516,7 @@ impl fmt::Display for HeaderError {
             HeaderError::ContradictedAuthority => {
                 write!(f, "uri and authority field are in contradiction")
             }
+            HeaderError::Malformed(why) => write!(f, "malformed: {}", why), // gatehouse:
         }
     }
 }
