@@ -883,6 +883,47 @@ fn early_data_on_keeps_connections_that_answered_a_retry() {
     }
 }
 
+/// RFC 9114 §4.2.1: a client's `cookie` fields are joined with "; " into one before the
+/// request goes to an HTTP/1.1 upstream.
+#[test]
+fn split_cookies_reach_an_http1_upstream_as_one_field() {
+    let h = H3::new();
+    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move {
+        let lines: Vec<String> = req
+            .headers()
+            .get_all("cookie")
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        lines.join("\n")
+    });
+    let up = serve_axum(loopback(), app);
+    let s = TestServer::site(&format!(
+        "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+        h.tls()
+    ));
+    let split: &[(&str, &str)] = &[("cookie", "a=1"), ("cookie", "b=2; c=3"), ("cookie", "d=4")];
+    let one: &[(&str, &str)] = &[("cookie", "a=1")];
+    let got = ask(
+        &h,
+        port(&s),
+        &[
+            Req("GET", "/api/x", split, None),
+            Req("POST", "/api/y", split, None),
+            Req("GET", "/api/z", one, None),
+        ],
+    );
+    assert_eq!(
+        (got[0].status, got[0].body.as_str()),
+        (200, "a=1; b=2; c=3; d=4")
+    );
+    assert_eq!(
+        (got[1].status, got[1].body.as_str()),
+        (200, "a=1; b=2; c=3; d=4")
+    );
+    assert_eq!((got[2].status, got[2].body.as_str()), (200, "a=1"));
+}
+
 /// RFC 9114 §4.3.1 and §4.4: pseudo-header fields repeated, after a regular field, of a
 /// response, or missing, are malformed: the stream is refused with H3_MESSAGE_ERROR, as
 /// h2 refuses them over HTTP/2. `:protocol` (extended CONNECT, RFC 9220), never enabled

@@ -288,6 +288,36 @@ async fn forward_auth_in_an_axum_app() {
     );
 }
 
+/// RFC 9113 §8.2.3: the cookie fields an HTTP/2 client split go to the auth service as
+/// one, joined with "; ".
+#[tokio::test]
+async fn forward_auth_gets_split_cookies_as_one_field() {
+    let service = Router::new().fallback(|h: HeaderMap| async move {
+        let lines: Vec<&str> = h
+            .get_all("cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        match lines[..] {
+            ["a=1; b=2"] => (StatusCode::OK, String::new()),
+            _ => (StatusCode::UNAUTHORIZED, format!("{lines:?}")),
+        }
+    });
+    let url = format!("http://{}/auth", serve(service).await);
+    let app: Router = Router::new()
+        .route("/", get(|| async { "in" }))
+        .layer(AuthLayer::new(
+            ForwardAuth::new(&url, &ForwardOptions::default()).unwrap(),
+        ));
+    let mut split = HeaderMap::new();
+    split.append("cookie", "a=1".parse().unwrap());
+    split.append("cookie", "b=2".parse().unwrap());
+    assert_eq!(
+        status_and_body(&app, split).await,
+        (StatusCode::OK, "in".into())
+    );
+}
+
 /// RFC 8470 §5.1, §5.2: a request that came in early data is put to the auth service
 /// marked `Early-Data: 1`, and the service's 425 goes back to the client. Without the mark,
 /// a 425 is the service failing: 503.

@@ -117,6 +117,27 @@ fn remove_by_list(h: &mut HeaderMap) {
 }
 
 /// Adds this hop to `Via` (§7.6.3), after any earlier ones.
+/// RFC 9113 §8.2.3, RFC 9114 §4.2.1: the cookie-pairs an HTTP/2 or HTTP/3 client may
+/// send in several `cookie` fields are joined with "; " into one before they go on, to an
+/// HTTP/1.1 upstream above all, where several `Cookie` lines are not expected (RFC 6265
+/// §5.4).
+pub(crate) fn join_cookies(h: &mut HeaderMap) {
+    let mut all = h.get_all(http::header::COOKIE).iter();
+    if all.next().is_none() || all.next().is_none() {
+        return;
+    }
+    let mut joined = Vec::new();
+    for v in h.get_all(http::header::COOKIE) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(v.as_bytes());
+    }
+    if let Ok(v) = HeaderValue::from_bytes(&joined) {
+        h.insert(http::header::COOKIE, v);
+    }
+}
+
 pub fn add_via(h: &mut HeaderMap, version: http::Version) {
     h.append(VIA, HeaderValue::from_static(via_text(version)));
 }

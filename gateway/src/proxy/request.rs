@@ -179,6 +179,9 @@ impl Inner {
                 .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
         });
         headers::remove_scanned(&mut parts.headers, hop);
+        if parts.version >= http::Version::HTTP_2 {
+            headers::join_cookies(&mut parts.headers);
+        }
         // X-Forwarded-Host is the Host that is left: a `Connection` field may have named it.
         let host_field = if hop.connection() {
             parts.headers.get(HOST).cloned()

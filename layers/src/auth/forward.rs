@@ -16,7 +16,9 @@
 
 use super::{AuthError, Check, Client, Grant};
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, LOCATION, SET_COOKIE, WWW_AUTHENTICATE};
+use http::header::{
+    CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST, LOCATION, SET_COOKIE, WWW_AUTHENTICATE,
+};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,6 +123,21 @@ impl ForwardAuth {
         }
         let mut sub = HeaderMap::new();
         for h in &i.request_headers {
+            if *h == COOKIE {
+                // RFC 9113 §8.2.3, RFC 9114 §4.2.1: an HTTP/2 or HTTP/3 client's cookie
+                // fields, joined with "; " into the one an HTTP/1.1 service expects.
+                let mut joined = Vec::new();
+                for v in req.headers().get_all(h) {
+                    if !joined.is_empty() {
+                        joined.extend_from_slice(b"; ");
+                    }
+                    joined.extend_from_slice(v.as_bytes());
+                }
+                if let (false, Ok(v)) = (joined.is_empty(), HeaderValue::from_bytes(&joined)) {
+                    sub.insert(COOKIE, v);
+                }
+                continue;
+            }
             for v in req.headers().get_all(h) {
                 sub.append(h.clone(), v.clone());
             }
