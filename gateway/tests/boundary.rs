@@ -450,6 +450,51 @@ fn an_absolute_form_target_is_routed_and_forwarded_by_its_authority() {
     assert_eq!(r.status, 401);
 }
 
+/// CONNECT is refused by the listener's checks (405, as nginx answers it) in every form
+/// and over HTTP/1.1 and HTTP/2: none reaches a route or its upstream.
+#[test]
+fn connect_is_refused_before_any_route() {
+    let (up, seen) = recording_backend(false);
+    let s = TestServer::start(
+        &std::env::temp_dir(),
+        &format!("h2c = true\n[[routes]]\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n"),
+    );
+    for raw in [
+        "CONNECT /x HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    ] {
+        assert_eq!(send(s.addr, raw).status, 405, "{raw}");
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let status = rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(s.addr)
+            .await
+            .expect("connect");
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tcp),
+        )
+        .await
+        .expect("h2 handshake");
+        tokio::spawn(conn);
+        let req = http::Request::connect("example.com:443")
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        send.send_request(req).await.expect("response").status()
+    });
+    assert_eq!(status, 405);
+    assert_eq!(
+        send(s.addr, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n").status,
+        200
+    );
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("GET /ok "), "{seen:?}");
+}
+
 /// An HTTP/2 request over h2c with hyper's client, with extra header fields.
 fn h2_get(addr: SocketAddr, uri: &str, fields: &[(&str, &str)]) -> (u16, String) {
     let rt = tokio::runtime::Builder::new_current_thread()

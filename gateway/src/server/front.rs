@@ -92,6 +92,15 @@ impl Front {
     /// hyper reads it by `Transfer-Encoding` alone and closes the connection after the
     /// response, as RFC 9112 §6.1 allows.)
     pub(crate) fn canonicalize<B>(&self, req: &mut Request<B>) -> Option<Response<GateBody>> {
+        // A gateway, not a forward proxy: CONNECT (RFC 9110 §9.3.6) is refused as nginx
+        // refuses it. Passed on, an origin-form `CONNECT /x` reached the upstream, and its
+        // 2xx left hyper's client side waiting for a tunnel: the client got no answer.
+        if req.method() == http::Method::CONNECT {
+            return Some(plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "CONNECT is not supported\n",
+            ));
+        }
         let len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
         if self.max_uri_bytes > 0 && len > self.max_uri_bytes {
             return Some(plain(StatusCode::URI_TOO_LONG, "URI too long\n"));
