@@ -974,6 +974,11 @@ fn malformed_pseudo_header_fields_are_refused() {
             0,
         ),
         (
+            "CONNECT",
+            raw(&[(":method", "CONNECT"), (":authority", &a)]),
+            405,
+        ),
+        (
             "CONNECT with :path",
             raw(&[(":method", "CONNECT"), (":authority", &a), (":path", "/x")]),
             0,
