@@ -80,6 +80,12 @@ fn serve(s: TcpStream) {
             "/te-not-ascii" => {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: k\x8c, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
             }
+            // Coded, then chunked: with the field gone (hop-by-hop), the client would get
+            // gzip bytes with nothing saying so.
+            "/gzip-chunked" => {
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+            }
+            "/gzip" => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\nok",
             "/http10-chunked" => {
                 b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
             }
@@ -194,8 +200,15 @@ fn unframeable_responses_are_502_and_cut_bodies_are_not_completed() {
         "/two-lengths",
         "/http10-chunked",
         "/te-not-ascii",
+        "/gzip-chunked",
+        "/gzip",
     ] {
         assert_eq!(get10(&g, path).status, 502, "{path}");
+    }
+    // The same through hyper's client, which carries requests with a body.
+    for path in ["/gzip-chunked", "/gzip"] {
+        let post = format!("POST {path} HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(send(g.addr, &post).status, 502, "POST {path}");
     }
     // After the head is sent a bad chunk can only cut the response short.
     for path in [

@@ -391,6 +391,7 @@ impl Transport for ViaHyper {
     ) -> Result<(Response<UpstreamRes>, Option<pool::Lent>), ProxyError> {
         let up = &inner.upstreams[i];
         let pool = inner.pool(i);
+        let head_request = req.method() == http::Method::HEAD;
         let exchange = async {
             match pool {
                 // Boxed: rarer, and it would make every request's future larger.
@@ -405,6 +406,14 @@ impl Transport for ViaHyper {
         };
         let progress = self.progress.as_deref();
         match inner.within_response_timeout(exchange, progress).await {
+            // As the own client refuses it ([`h1`]): the coding would go with the field.
+            Ok(Ok((res, _))) if !head_request && headers::codings_besides_chunked(&res) => {
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "a transfer coding other than chunked",
+                );
+                Err(ProxyError::of(pool::SendError::Io(e), Blame::Upstream))
+            }
             Ok(Ok(res)) => Ok(res),
             Ok(Err(e)) => Err(ProxyError::of(e, Blame::of(progress, false))),
             Err(_) => Err(ProxyError::timed_out(Blame::of(progress, true))),

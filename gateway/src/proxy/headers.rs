@@ -117,6 +117,22 @@ fn remove_by_list(h: &mut HeaderMap) {
 }
 
 /// Adds this hop to `Via` (§7.6.3), after any earlier ones.
+/// RFC 9112 §6.1: a response with a body whose `Transfer-Encoding` names a coding other
+/// than chunked (`gzip`, `gzip, chunked`). Only chunked is taken off; the field goes with
+/// the other hop-by-hop ones, so the client would get coded bytes without a word of it.
+pub(crate) fn codings_besides_chunked<B>(res: &http::Response<B>) -> bool {
+    let bodiless = matches!(
+        res.status(),
+        http::StatusCode::NO_CONTENT | http::StatusCode::NOT_MODIFIED
+    ) || res.status().is_informational();
+    !bodiless
+        && res.headers().get_all(TRANSFER_ENCODING).iter().any(|v| {
+            v.as_bytes()
+                .split(|&b| b == b',')
+                .any(|c| !c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+        })
+}
+
 /// RFC 9113 §8.2.3, RFC 9114 §4.2.1: the cookie-pairs an HTTP/2 or HTTP/3 client may
 /// send in several `cookie` fields are joined with "; " into one before they go on, to an
 /// HTTP/1.1 upstream above all, where several `Cookie` lines are not expected (RFC 6265

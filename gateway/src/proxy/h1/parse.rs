@@ -11,6 +11,8 @@ pub(super) struct Head {
     pub(super) headers: HeaderMap,
     /// `Transfer-Encoding` was present, and whether its last coding is chunked.
     pub(super) transfer: Option<bool>,
+    /// A transfer coding other than chunked was named.
+    pub(super) coded: bool,
     /// `Content-Length`: `Err` when invalid or when several disagree (RFC 9112 §6.3).
     pub(super) length: Option<Result<u64, ()>>,
     /// `Connection: close`.
@@ -101,6 +103,7 @@ pub(super) fn parse_into(buf: &mut BytesMut, spare: &mut HeaderMap) -> io::Resul
         },
         headers,
         transfer: None,
+        coded: false,
         length: None,
         close: false,
         names_others: false,
@@ -152,6 +155,9 @@ pub(super) fn fields(
             }
             let last = raw.rsplit(|&b| b == b',').next().unwrap_or_default();
             head.transfer = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            head.coded |= raw
+                .split(|&b| b == b',')
+                .any(|c| !c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
             continue;
         } else if crate::proxy::headers::is_hop_by_hop(&name) {
             continue;
@@ -248,6 +254,10 @@ impl Head {
             || self.status == StatusCode::NOT_MODIFIED
         {
             State::Length(0)
+        } else if self.coded {
+            // The coding would be taken off with the field (hop-by-hop), and the client
+            // would get coded bytes it can't know are: a 502, as nginx answers it.
+            return Err(invalid("a transfer coding other than chunked"));
         } else if let Some(chunked) = self.transfer {
             // A response with both is a smuggling attempt or a broken upstream: the
             // connection is not trusted again (§6.3, point 3).
