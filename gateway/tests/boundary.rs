@@ -465,26 +465,7 @@ fn connect_is_refused_before_any_route() {
     ] {
         assert_eq!(send(s.addr, raw).status, 405, "{raw}");
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let status = rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(s.addr)
-            .await
-            .expect("connect");
-        let (mut send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(tcp),
-        )
-        .await
-        .expect("h2 handshake");
-        tokio::spawn(conn);
-        let req = http::Request::connect("example.com:443")
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .expect("request");
-        send.send_request(req).await.expect("response").status()
-    });
+    let (status, _) = h2_send(s.addr, http::Request::connect("example.com:443"));
     assert_eq!(status, 405);
     assert_eq!(
         send(s.addr, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n").status,
@@ -497,6 +478,16 @@ fn connect_is_refused_before_any_route() {
 
 /// An HTTP/2 request over h2c with hyper's client, with extra header fields.
 fn h2_get(addr: SocketAddr, uri: &str, fields: &[(&str, &str)]) -> (u16, String) {
+    let mut req = http::Request::get(uri);
+    for (k, v) in fields {
+        req = req.header(*k, *v);
+    }
+    h2_send(addr, req)
+}
+
+/// The request `req` makes, without a body, over h2c with hyper's client: its status and
+/// body.
+fn h2_send(addr: SocketAddr, req: http::request::Builder) -> (u16, String) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -510,10 +501,6 @@ fn h2_get(addr: SocketAddr, uri: &str, fields: &[(&str, &str)]) -> (u16, String)
         .await
         .expect("h2 handshake");
         tokio::spawn(conn);
-        let mut req = http::Request::get(uri);
-        for (k, v) in fields {
-            req = req.header(*k, *v);
-        }
         let req = req
             .body(http_body_util::Empty::<bytes::Bytes>::new())
             .expect("request");
