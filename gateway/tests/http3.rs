@@ -902,7 +902,12 @@ fn split_cookies_reach_an_http1_upstream_as_one_field() {
         "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
         h.tls()
     ));
-    let split: &[(&str, &str)] = &[("cookie", "a=1"), ("cookie", "b=2; c=3"), ("cookie", "d=4")];
+    let split: &[(&str, &str)] = &[
+        ("cookie", "a=1"),
+        ("cookie", "b=2; c=3"),
+        ("cookie", ""),
+        ("cookie", "d=4"),
+    ];
     let one: &[(&str, &str)] = &[("cookie", "a=1")];
     let got = ask(
         &h,
@@ -957,7 +962,7 @@ fn malformed_pseudo_header_fields_are_refused() {
         ("two :method", with(&[(":method", "DELETE")], 1), 0),
         (
             "pseudo after a field",
-            with(&[("x-a", "1"), (":scheme", "https")], 4),
+            raw(&[base[0], base[1], base[2], ("x-a", "1"), base[3]]),
             0,
         ),
         ("no :scheme", raw(&[base[0], base[2], base[3]]), 0),

@@ -86,6 +86,10 @@ fn serve(s: TcpStream) {
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
             }
             "/gzip" => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\nok",
+            // An empty list element is no coding (RFC 9110 §5.6.1): chunked.
+            "/empty-element" => {
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: , chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+            }
             "/http10-chunked" => {
                 b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
             }
@@ -205,6 +209,9 @@ fn unframeable_responses_are_502_and_cut_bodies_are_not_completed() {
     ] {
         assert_eq!(get10(&g, path).status, 502, "{path}");
     }
+    assert_eq!(get10(&g, "/empty-element").text(), "ok");
+    let post = "POST /empty-element HTTP/1.0\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(send(g.addr, post).text(), "ok");
     // The same through hyper's client, which carries requests with a body.
     for path in ["/gzip-chunked", "/gzip"] {
         let post = format!("POST {path} HTTP/1.0\r\nContent-Length: 0\r\n\r\n");

@@ -116,7 +116,6 @@ fn remove_by_list(h: &mut HeaderMap) {
     }
 }
 
-/// Adds this hop to `Via` (§7.6.3), after any earlier ones.
 /// RFC 9112 §6.1: a response with a body whose `Transfer-Encoding` names a coding other
 /// than chunked (`gzip`, `gzip, chunked`). Only chunked is taken off; the field goes with
 /// the other hop-by-hop ones, so the client would get coded bytes without a word of it.
@@ -126,17 +125,26 @@ pub(crate) fn codings_besides_chunked<B>(res: &http::Response<B>) -> bool {
         http::StatusCode::NO_CONTENT | http::StatusCode::NOT_MODIFIED
     ) || res.status().is_informational();
     !bodiless
-        && res.headers().get_all(TRANSFER_ENCODING).iter().any(|v| {
-            v.as_bytes()
-                .split(|&b| b == b',')
-                .any(|c| !c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-        })
+        && res
+            .headers()
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .any(|v| names_other_coding(v.as_bytes()))
+}
+
+/// Whether a `Transfer-Encoding` value names a coding other than chunked. Empty list
+/// elements are no codings (RFC 9110 §5.6.1).
+pub(crate) fn names_other_coding(value: &[u8]) -> bool {
+    value.split(|&b| b == b',').any(|c| {
+        let c = c.trim_ascii();
+        !c.is_empty() && !c.eq_ignore_ascii_case(b"chunked")
+    })
 }
 
 /// RFC 9113 §8.2.3, RFC 9114 §4.2.1: the cookie-pairs an HTTP/2 or HTTP/3 client may
 /// send in several `cookie` fields are joined with "; " into one before they go on, to an
 /// HTTP/1.1 upstream above all, where several `Cookie` lines are not expected (RFC 6265
-/// §5.4).
+/// §5.4). Empty fields add nothing.
 pub(crate) fn join_cookies(h: &mut HeaderMap) {
     let mut all = h.get_all(http::header::COOKIE).iter();
     if all.next().is_none() || all.next().is_none() {
@@ -144,16 +152,26 @@ pub(crate) fn join_cookies(h: &mut HeaderMap) {
     }
     let mut joined = Vec::new();
     for v in h.get_all(http::header::COOKIE) {
+        let v = v.as_bytes().trim_ascii();
+        if v.is_empty() {
+            continue;
+        }
         if !joined.is_empty() {
             joined.extend_from_slice(b"; ");
         }
-        joined.extend_from_slice(v.as_bytes());
+        joined.extend_from_slice(v);
     }
-    if let Ok(v) = HeaderValue::from_bytes(&joined) {
-        h.insert(http::header::COOKIE, v);
+    match HeaderValue::from_bytes(&joined) {
+        Ok(v) if !joined.is_empty() => {
+            h.insert(http::header::COOKIE, v);
+        }
+        _ => {
+            h.remove(http::header::COOKIE);
+        }
     }
 }
 
+/// Adds this hop to `Via` (§7.6.3), after any earlier ones.
 pub fn add_via(h: &mut HeaderMap, version: http::Version) {
     h.append(VIA, HeaderValue::from_static(via_text(version)));
 }

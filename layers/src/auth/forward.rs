@@ -128,10 +128,14 @@ impl ForwardAuth {
                 // fields, joined with "; " into the one an HTTP/1.1 service expects.
                 let mut joined = Vec::new();
                 for v in req.headers().get_all(h) {
+                    let v = v.as_bytes().trim_ascii();
+                    if v.is_empty() {
+                        continue;
+                    }
                     if !joined.is_empty() {
                         joined.extend_from_slice(b"; ");
                     }
-                    joined.extend_from_slice(v.as_bytes());
+                    joined.extend_from_slice(v);
                 }
                 if let (false, Ok(v)) = (joined.is_empty(), HeaderValue::from_bytes(&joined)) {
                     sub.insert(COOKIE, v);

@@ -621,8 +621,9 @@ where
 
 /// A revalidated entry goes back in only if its merged head may still be stored (a 304
 /// can add `private` or `no-store`); otherwise the old one is removed. A request with
-/// `no-store` leaves the store as it was (RFC 9111 §5.2.1.5: no part of the response to
-/// it is stored): it answers from the merged head, and the stored entry stays.
+/// `no-store` stores nothing (RFC 9111 §5.2.1.5: no part of the response to it): it
+/// answers from the merged head, and the stored entry stays as it was, unless the merged
+/// head may not be stored at all.
 fn store_updated(
     s: &Settings,
     key: Key,
@@ -630,9 +631,14 @@ fn store_updated(
     req_cc: &CacheControl,
     updated: Entry,
 ) -> Arc<Entry> {
-    if req_cc.no_store {
-        return Arc::new(updated);
-    }
+    let keep_as_it_was = req_cc.no_store;
+    let req_cc = match keep_as_it_was {
+        true => &CacheControl {
+            no_store: false,
+            ..req_cc.clone()
+        },
+        false => req_cc,
+    };
     let ok = policy::storable(
         &Method::GET,
         asked,
@@ -645,7 +651,9 @@ fn store_updated(
             set_cookie: s.store_set_cookie,
         },
     );
-    if ok.is_ok() {
+    if ok.is_ok() && keep_as_it_was {
+        Arc::new(updated)
+    } else if ok.is_ok() {
         let vary = key::vary_names(&updated.headers);
         s.store.insert(key, vary, updated)
     } else {

@@ -303,11 +303,9 @@ fn stricter(e: &str, response: &[u8], status: StatusCode, version: Version, h: &
             .any(|w| (w[0] != b'\r' && w[1] == b'\n') || (w[0] == b'\r' && w[1] != b'\n')),
         // RFC 9112 §6.1: only chunked is decoded; hyper's client reads a body coded
         // otherwise (`gzip`, `gzip, chunked`) and hands the coded bytes on.
-        "a transfer coding other than chunked" => te.iter().any(|v| {
-            v.as_bytes()
-                .split(|&b| b == b',')
-                .any(|c| !c.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-        }),
+        "a transfer coding other than chunked" => te
+            .iter()
+            .any(|v| crate::proxy::headers::names_other_coding(v.as_bytes())),
         // At most 16 hex digits (hyper takes leading zeros).
         "bad chunk size" => {
             let mut run = 0;

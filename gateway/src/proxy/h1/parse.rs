@@ -155,9 +155,7 @@ pub(super) fn fields(
             }
             let last = raw.rsplit(|&b| b == b',').next().unwrap_or_default();
             head.transfer = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-            head.coded |= raw
-                .split(|&b| b == b',')
-                .any(|c| !c.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            head.coded |= crate::proxy::headers::names_other_coding(raw);
             continue;
         } else if crate::proxy::headers::is_hop_by_hop(&name) {
             continue;

@@ -565,6 +565,8 @@ mod tests {
         //# empty.
         let headers = Header::try_from(vec![
             (b":method", Method::GET.as_str()).into(),
+            (b":scheme", b"https").into(), // gatehouse: §4.3.1 requires them
+            (b":path", b"/").into(),
             (b"host", b"").into(),
         ])
         .unwrap();
@@ -584,6 +586,8 @@ mod tests {
         //# Host header field.
         let headers = Header::try_from(vec![
             (b":method", Method::GET.as_str()).into(),
+            (b":scheme", b"https").into(), // gatehouse: §4.3.1 requires them
+            (b":path", b"/").into(),
             (b":authority", b"test.com").into(),
         ])
         .unwrap();
@@ -600,6 +604,8 @@ mod tests {
         //# Host header field.
         let headers = Header::try_from(vec![
             (b":method", Method::GET.as_str()).into(),
+            (b":scheme", b"https").into(), // gatehouse: §4.3.1 requires them
+            (b":path", b"/").into(),
             (b"host", b"test.com").into(),
         ])
         .unwrap();
@@ -614,6 +620,8 @@ mod tests {
         //# If both fields are present, they MUST contain the same value.
         let headers = Header::try_from(vec![
             (b":method", Method::GET.as_str()).into(),
+            (b":scheme", b"https").into(), // gatehouse: §4.3.1 requires them
+            (b":path", b"/").into(),
             (b":authority", b"test.com").into(),
             (b"host", b"test.com").into(),
         ])
