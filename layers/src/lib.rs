@@ -57,6 +57,7 @@ pub mod clock;
 pub mod cors;
 #[cfg(feature = "error-pages")]
 pub mod error_pages;
+pub mod fields;
 #[cfg(feature = "headers")]
 pub mod headers;
 #[cfg(feature = "ip-filter")]

@@ -141,31 +141,18 @@ pub(crate) fn names_other_coding(value: &[u8]) -> bool {
     })
 }
 
-/// RFC 9113 §8.2.3, RFC 9114 §4.2.1: the cookie-pairs an HTTP/2 or HTTP/3 client may
-/// send in several `cookie` fields are joined with "; " into one before they go on, to an
-/// HTTP/1.1 upstream above all, where several `Cookie` lines are not expected (RFC 6265
-/// §5.4). Empty fields add nothing.
+/// RFC 9113 §8.2.3, RFC 9114 §4.2.1: several `cookie` fields from an HTTP/2 or HTTP/3
+/// client go on as one ([`joined_cookie`](gatehouse_layers::fields::joined_cookie)).
 pub(crate) fn join_cookies(h: &mut HeaderMap) {
     let mut all = h.get_all(http::header::COOKIE).iter();
     if all.next().is_none() || all.next().is_none() {
         return;
     }
-    let mut joined = Vec::new();
-    for v in h.get_all(http::header::COOKIE) {
-        let v = v.as_bytes().trim_ascii();
-        if v.is_empty() {
-            continue;
-        }
-        if !joined.is_empty() {
-            joined.extend_from_slice(b"; ");
-        }
-        joined.extend_from_slice(v);
-    }
-    match HeaderValue::from_bytes(&joined) {
-        Ok(v) if !joined.is_empty() => {
+    match gatehouse_layers::fields::joined_cookie(h) {
+        Some(v) => {
             h.insert(http::header::COOKIE, v);
         }
-        _ => {
+        None => {
             h.remove(http::header::COOKIE);
         }
     }

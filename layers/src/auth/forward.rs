@@ -124,20 +124,9 @@ impl ForwardAuth {
         let mut sub = HeaderMap::new();
         for h in &i.request_headers {
             if *h == COOKIE {
-                // RFC 9113 §8.2.3, RFC 9114 §4.2.1: an HTTP/2 or HTTP/3 client's cookie
-                // fields, joined with "; " into the one an HTTP/1.1 service expects.
-                let mut joined = Vec::new();
-                for v in req.headers().get_all(h) {
-                    let v = v.as_bytes().trim_ascii();
-                    if v.is_empty() {
-                        continue;
-                    }
-                    if !joined.is_empty() {
-                        joined.extend_from_slice(b"; ");
-                    }
-                    joined.extend_from_slice(v);
-                }
-                if let (false, Ok(v)) = (joined.is_empty(), HeaderValue::from_bytes(&joined)) {
+                // An HTTP/2 or HTTP/3 client's cookie fields, as the one an HTTP/1.1
+                // service expects.
+                if let Some(v) = crate::fields::joined_cookie(req.headers()) {
                     sub.insert(COOKIE, v);
                 }
                 continue;
