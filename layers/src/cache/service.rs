@@ -466,7 +466,7 @@ fn has_preconditions(fields: &HeaderMap) -> bool {
 }
 
 /// Whether a miss for a request with `fields` goes upstream in a shape whose answer is
-/// this request's alone, never stored (see `fetch`'s `shaped`): a range passed on as it
+/// this request's alone, never stored unless it is a whole 200: a range passed on as it
 /// is, or preconditions when not revalidating.
 fn shaped_alone(fields: &HeaderMap, s: &Settings, validating: bool) -> bool {
     let range = fields
@@ -517,9 +517,10 @@ where
     // stored, and the conditions are evaluated against it as against a stored response
     // (RFC 9111 §4.3.2). Not for a request that forbids storing what comes back, nor
     // with a range passed on, whose answer is stored only if it is the whole anyway.
+    let validators = asked.contains_key(IF_NONE_MATCH) || asked.contains_key(IF_MODIFIED_SINCE);
     let own_conditions = !head
         && !req_cc.no_store
-        && (asked.contains_key(IF_NONE_MATCH) || asked.contains_key(IF_MODIFIED_SINCE))
+        && validators
         && (widened || validating || !asked.contains_key(RANGE));
     if own_conditions {
         req.headers_mut().remove(IF_NONE_MATCH);
@@ -527,8 +528,7 @@ where
     }
     // Whether the client's own validators were left behind, here or by add_conditions:
     // an unstored answer then goes out whole, its conditions unanswered.
-    let stripped = (own_conditions || validating)
-        && (asked.contains_key(IF_NONE_MATCH) || asked.contains_key(IF_MODIFIED_SINCE));
+    let stripped = (own_conditions || validating) && validators;
     if let (Some((e, _)), true) = (&stale, validating) {
         // Removes `Range` too: a 200 to the revalidation is cut as above.
         add_conditions(&mut req, e);
@@ -573,9 +573,9 @@ where
     // What went upstream as the client sent it and shapes an answer for that client alone:
     // a range (a 206 or 416 for it), `If-Match` or `If-Unmodified-Since` (a 412 about its
     // own copy, RFC 9110 §15.5.13; RFC 9111 §4.3.2 leaves them to the origin). A later
-    // request for the URL must not get such an answer: only a whole 200 is stored.
-    let shaped =
-        (asked.contains_key(RANGE) && !widened) || (!validating && has_preconditions(&asked));
+    // request for the URL must not get such an answer: only a whole 200 is stored. For a
+    // GET, a range not widened is the one `shaped_alone` names; a HEAD is never stored.
+    let shaped = shaped_alone(&asked, &s, validating);
     let fill = if head || (shaped && status != StatusCode::OK) {
         None
     } else {
