@@ -460,14 +460,15 @@ stop_backend() {
 }
 
 # --- measuring ---------------------------------------------------------------------------
-cpu_ticks() { # sum of utime+stime over the server's processes
-  local total=0 p f
+cpu_ticks() { # sums of utime+stime, and of utime alone, over the server's processes
+  local total=0 user=0 p f
   for p in $(server_pids); do
     f=$(cut -d')' -f2- "/proc/$p/stat" 2>/dev/null) || continue
     set -- $f
     total=$((total + ${12} + ${13}))
+    user=$((user + ${12}))
   done
-  echo "$total"
+  echo "$total $user"
 }
 
 peak_rss_kib() { # sum of each process's peak RSS
@@ -639,15 +640,15 @@ measure() { # scenario server port
     sleep 2
   fi
   load "$WARMUP" > "$WORK/warm.json" 2> /dev/null || true
-  local hz t0 t1
+  local hz t0 t1 u0 u1
   hz=$(getconf CLK_TCK)
   # gatehouse's own view of the same window, from its /metrics (empty when off, or for
   # another server).
   : > "$WORK/metrics0" ; : > "$WORK/metrics1"
   case "$server" in gatehouse*) curl -s -m 5 "http://127.0.0.1:$ADMIN_GH/metrics" > "$WORK/metrics0" || true ;; esac
-  t0=$(cpu_ticks)
+  read -r t0 u0 <<< "$(cpu_ticks)"
   load "$DURATION" > "$WORK/oha.json" 2> "$WORK/oha.err" || true
-  t1=$(cpu_ticks)
+  read -r t1 u1 <<< "$(cpu_ticks)"
   case "$server" in gatehouse*) curl -s -m 5 "http://127.0.0.1:$ADMIN_GH/metrics" > "$WORK/metrics1" || true ;; esac
   local rss
   rss=$(peak_rss_kib)
@@ -660,7 +661,7 @@ measure() { # scenario server port
     say "  idle connections: $(cat "$WORK/idle.json" 2> /dev/null)"
   fi
   [ "$scenario" = tls-handshake ] && tls_resumption "$server" "$port"
-  EXPECT_STATUS=$expect_status python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
+  USER_TICKS=$((u1 - u0)) EXPECT_STATUS=$expect_status python3 - "$WORK/oha.json" "$scenario" "$server" "$((t1 - t0))" "$hz" "$rss" \
     "$size" "$WORK/metrics0" "$WORK/metrics1" "$(cat "$WORK/idle.failed")" >> "$ROWS" <<'PY'
 import json, os, sys
 path, scenario, server, ticks, hz, rss_kib, size, m0, m1, idle_failed = sys.argv[1:]
@@ -711,6 +712,9 @@ row = {
     "p99_ms": ms(lat.get("p99")),
     "cpu_us_per_req": round(ticks / hz * 1e6 / requests, 2) if requests else None,
     "metrics_cpu_us_per_req": metrics_cpu(),
+    # User space's share of the CPU (the rest is the kernel's): what a change to
+    # gatehouse's own code can move.
+    "cpu_user_share": round(int(os.environ["USER_TICKS"]) / ticks, 3) if ticks else None,
     "rss_mib": round(rss_kib / 1024, 1),
     "requests": requests,
     "errors": errors,
@@ -888,7 +892,7 @@ python3 - "$ROWS" "$OUT_DIR" "$DURATION" "$CONNECTIONS" "$WORK/unmeasured" "$WOR
 import json, sys, os, platform
 rows_path, out, duration, conns, unmeasured, resumption = sys.argv[1:]
 rows = [json.loads(l) for l in open(rows_path) if l.strip()]
-keys = ["scenario", "server", "round", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"]
+keys = ["scenario", "server", "round", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "cpu_user_share", "rss_mib", "requests", "errors"]
 json.dump([{k: r.get(k) for k in keys} for r in rows], open(os.path.join(out, "bench-results.json"), "w"), indent=2)
 nginx = {(r["scenario"], r.get("round", 1)): r for r in rows if r["server"] == "nginx"}
 rounds = max((r.get("round", 1) for r in rows), default=1)
