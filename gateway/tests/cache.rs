@@ -576,3 +576,60 @@ fn forward_auths_granted_fields_keep_users_apart() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(s.get("/me").status, 401);
 }
+
+/// What the key holds is what reaches the upstream: a field a route's rule sets can't be
+/// taken off by a client's `Connection` after the key was made, and behind trusted proxies
+/// the forwarded scheme the upstream builds its links from is part of the key.
+#[test]
+fn the_upstream_answers_the_request_the_key_describes() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let up = serve_axum(
+        loopback(),
+        axum::Router::new().fallback(move |h: http::HeaderMap| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let field = |n: &str| {
+                    h.get(n)
+                        .map_or("none", |v| v.to_str().unwrap_or("?"))
+                        .to_string()
+                };
+                (
+                    [("cache-control", "max-age=600")],
+                    format!(
+                        "tenant={} proto={}",
+                        field("x-tenant"),
+                        field("x-forwarded-proto")
+                    ),
+                )
+            }
+        }),
+    );
+    let s = TestServer::start(
+        &std::env::temp_dir(),
+        &format!(
+            "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n\
+             trusted_proxies = [\"127.0.0.1/32\"]\n\
+             [[routes.headers.request]]\nset = {{ \"X-Tenant\" = \"acme\" }}\n\
+             [routes.cache]\ncache_status_header = true\n"
+        ),
+    );
+    let first = s.get_with("/t", "Connection: x-tenant\r\nX-Tenant: other\r\n");
+    assert_eq!(first.text(), "tenant=acme proto=http");
+    let plain = s.get("/t");
+    assert_eq!(plain.text(), "tenant=acme proto=http");
+    assert_eq!(plain.header("cache-status"), Some("gatehouse; hit"));
+    // A Connection naming Host would make the request another: refused.
+    assert_eq!(s.get_with("/t", "Connection: host\r\n").status, 400);
+
+    // From a trusted proxy, the scheme it forwards keys the answer.
+    let over_http = s.get_with("/p", "X-Forwarded-Proto: http\r\n");
+    assert_eq!(over_http.text(), "tenant=acme proto=http");
+    let over_https = s.get_with("/p", "X-Forwarded-Proto: https\r\n");
+    assert_eq!(over_https.text(), "tenant=acme proto=https");
+    let again = s.get_with("/p", "X-Forwarded-Proto: https\r\n");
+    assert_eq!(again.header("cache-status"), Some("gatehouse; hit"));
+    assert_eq!(again.text(), "tenant=acme proto=https");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}

@@ -668,7 +668,13 @@ fn route_service(
             proxy = proxy.keeping_fields(&set);
         }
         let cache = match route.cache.as_ref().filter(|c| c.enabled) {
-            Some(c) => Some(cache_layer(i, c, route.auth.as_ref(), kept)?),
+            Some(c) => {
+                let trusts = route
+                    .proxy
+                    .as_ref()
+                    .is_some_and(|p| !p.trusted_proxies.is_empty());
+                Some(cache_layer(i, c, route.auth.as_ref(), trusts, kept)?)
+            }
             None => None,
         };
         // A HEAD stays a HEAD upstream: never a whole GET to learn a length.
@@ -963,14 +969,22 @@ impl RuleLayers {
 /// The route's compression layer, or none when it is off.
 /// `auth`: the route's; the fields a forward-auth service's answer sets on the request
 /// (a user's name, say) join the key, for the upstream answers by them.
+/// `trusts`: the route's proxy keeps a trusted peer's `X-Forwarded-Proto`,
+/// `X-Forwarded-Host` and `Forwarded`, which then join the key: the upstream builds its
+/// links and redirects from them, and a load balancer's plain-HTTP `X-Forwarded-Proto:
+/// http` must not file a redirect to https under the key its https clients use.
 /// `kept`: the store a reload keeps from the previous table, made for the same settings.
 fn cache_layer(
     i: usize,
     c: &gatehouse_config::CacheConfig,
     auth: Option<&gatehouse_config::AuthConfig>,
+    trusts: bool,
     kept: Option<gatehouse_layers::cache::ResponseStore>,
 ) -> io::Result<gatehouse_layers::cache::CacheLayer> {
-    let granted = granted_fields(auth);
+    let mut granted = granted_fields(auth);
+    if trusts {
+        granted.extend(["x-forwarded-proto", "x-forwarded-host", "forwarded"].map(String::from));
+    }
     let layer = gatehouse_layers::cache::CacheLayer::new();
     let layer = match &kept {
         Some(store) => layer.with_store(store.clone()),

@@ -4,7 +4,7 @@
 use crate::body::GateBody;
 use crate::http_util::{plain, strip_port};
 use gatehouse_layers::acme::ChallengeTokens;
-use http::header::{AUTHORIZATION, HOST, LOCATION, TRANSFER_ENCODING};
+use http::header::{AUTHORIZATION, CONNECTION, CONTENT_LENGTH, HOST, LOCATION, TRANSFER_ENCODING};
 use http::{HeaderValue, Request, Response, StatusCode};
 
 /// One listener's settings, shared by its connections.
@@ -80,10 +80,15 @@ impl Front {
     ///   `Host` that is not `host[:port]` ([`valid_host`]), and for an HTTP/2 request whose
     ///   `host` names another authority than `:authority` (RFC 9113 §8.3.1);
     /// - the authority of an absolute-form target (HTTP/1) or of `:authority` (HTTP/2)
-    ///   becomes the one `Host` (RFC 9112 §3.2.2: a proxy MUST replace Host with it), so
-    ///   that the route, its auth and the upstream all read one authority;
+    ///   becomes the one `Host`, as written (RFC 9112 §3.2.2: a proxy MUST replace Host
+    ///   with it), so that the route, its auth, the cache and the upstream all read one
+    ///   authority;
     /// - 501 for a transfer coding other than `chunked` (RFC 9112 §6.1: hyper would decode
     ///   the chunks and drop the rest);
+    /// - the fields `Connection` names are removed (RFC 9110 §7.6.1: they never reach an
+    ///   upstream, so no route reads them), and it keeps only `close`, `keep-alive` and
+    ///   `upgrade`; 400 if it names `Host`, `Content-Length` or `Transfer-Encoding`,
+    ///   without which the request is another;
     /// - 400 for two `Authorization` fields (which one would be checked, which forwarded?);
     /// - header names with `_` are dropped, as nginx does by default: `X_Forwarded_For`
     ///   would otherwise reach a CGI-style backend as `X-Forwarded-For`.
@@ -126,8 +131,11 @@ fn bad(why: &'static str) -> Option<Response<GateBody>> {
 /// The header checks of [`Front::canonicalize`], in one pass over the fields.
 fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
     let (mut hosts, mut auths, mut underscored, mut host_ok) = (0u32, 0u32, false, true);
+    let mut connection = false;
     for (name, value) in req.headers() {
-        if name == HOST {
+        if name == CONNECTION {
+            connection = true;
+        } else if name == HOST {
             hosts += 1;
             // Here rather than by a lookup after the loop: one hash lookup less a request.
             host_ok &= valid_host(value.as_bytes());
@@ -146,6 +154,26 @@ fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
             }
         } else if name.as_str().as_bytes().contains(&b'_') {
             underscored = true;
+        }
+    }
+    if connection {
+        match connection_named(req.headers()) {
+            Named::Nothing => {}
+            Named::Needed => {
+                return bad("bad request: Connection names a field the request needs\n");
+            }
+            Named::Others { doomed, kept } => {
+                let h = req.headers_mut();
+                for n in doomed {
+                    h.remove(n);
+                }
+                match kept {
+                    Some(v) => h.insert(CONNECTION, v),
+                    None => h.remove(CONNECTION),
+                };
+                // Counted again without them (`Connection: authorization` leaves none).
+                return canonical_head(req);
+            }
         }
     }
     if auths > 1 {
@@ -183,17 +211,19 @@ fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
             Some("http") => Some(80),
             _ => None,
         };
-        let same = req
-            .headers()
-            .get(HOST)
-            .map(|h| same_authority(h.as_bytes(), authority.as_str().as_bytes(), default_port));
+        let host = req.headers().get(HOST).map(HeaderValue::as_bytes);
+        let authority = authority.as_str();
+        let same = host.map(|h| same_authority(h, authority.as_bytes(), default_port));
         match same {
-            Some(true) => {}
             // RFC 9113 §8.3.1: a request whose `host` and `:authority` differ is malformed.
             Some(false) if h2 => return bad("bad request: host and :authority differ\n"),
-            // RFC 9112 §3.2.2: the absolute-form target's authority wins over Host. Also an
-            // HTTP/2 request without `host`: the upstream and the logs get it as Host.
-            _ => match HeaderValue::from_str(authority.as_str()) {
+            Some(_) if host == Some(authority.as_bytes()) => {}
+            // RFC 9112 §3.2.2: the absolute-form target's authority wins over Host, even
+            // one naming the same origin in other words (`a.test:80` beside `http://a.test/`
+            // on a TLS listener is `https://a.test:80` to an upstream building links, and
+            // the cache's key reads the authority). Also an HTTP/2 request without `host`:
+            // the upstream and the logs get it as Host.
+            _ => match HeaderValue::from_str(authority) {
                 Ok(v) => {
                     req.headers_mut().insert(HOST, v);
                 }
@@ -203,6 +233,62 @@ fn canonical_head<B>(req: &mut Request<B>) -> Option<Response<GateBody>> {
         return None;
     }
     None
+}
+
+/// What a request's `Connection` fields name (RFC 9110 §7.6.1).
+enum Named {
+    /// Only `close`, `keep-alive` and `upgrade`, which are left as they are: hyper has
+    /// read the first two, and the proxy takes an `Upgrade` pair for a WebSocket (§7.8).
+    Nothing,
+    /// `Host` or a field that frames the body: the request would be another without it.
+    Needed,
+    /// Other fields: these go, and `Connection` keeps only the tokens above, so that no
+    /// field a route sets later is taken off on the way upstream.
+    Others {
+        doomed: Vec<http::HeaderName>,
+        kept: Option<HeaderValue>,
+    },
+}
+
+/// The fields a request's `Connection` names, which the listener removes before routing:
+/// they are for this hop only and never reach an upstream, so the route's rules, auth and
+/// cache must not read them either. Removed only at the proxy, `Connection: x-tenant`
+/// took a field that a route's rule had set from the upstream's request, and the cache
+/// stored the answer to that request for every client.
+fn connection_named(fields: &http::HeaderMap) -> Named {
+    let (mut doomed, mut kept, mut others) = (Vec::new(), Vec::new(), false);
+    let tokens = fields
+        .get_all(CONNECTION)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty());
+    for t in tokens {
+        if [&b"close"[..], b"keep-alive", b"upgrade"]
+            .iter()
+            .any(|k| t.eq_ignore_ascii_case(k))
+        {
+            kept.push(t.to_ascii_lowercase());
+            continue;
+        }
+        others = true;
+        let Ok(name) = http::HeaderName::from_bytes(t) else {
+            continue;
+        };
+        if name == HOST || name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
+            return Named::Needed;
+        }
+        if name != CONNECTION && fields.contains_key(&name) {
+            doomed.push(name);
+        }
+    }
+    if !others {
+        return Named::Nothing;
+    }
+    let kept = (!kept.is_empty())
+        .then(|| HeaderValue::from_bytes(&kept.join(&b", "[..])).ok())
+        .flatten();
+    Named::Others { doomed, kept }
 }
 
 /// Whether two valid authorities ([`valid_host`]) name one origin after RFC 3986 §6.2.3's
@@ -333,6 +419,7 @@ fn redirect<B>(req: &Request<B>, port: Option<u16>) -> Response<GateBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::UPGRADE;
 
     /// The one-pass `valid_host` against the grammar written plainly (split into host and
     /// port, then into labels), on every string of up to 6 bytes from an alphabet that
@@ -551,6 +638,92 @@ mod tests {
             f.canonicalize(&mut r).map(|r| r.status()),
             Some(StatusCode::BAD_REQUEST)
         );
+    }
+
+    /// An authority naming Host's origin in other words still replaces it: the cache's
+    /// key reads the authority, and an upstream building links reads Host.
+    #[test]
+    fn the_authority_replaces_a_host_naming_its_origin_otherwise() {
+        let f = Front::default();
+        for (target, host) in [
+            ("http://a.test/x", "a.test:80"),
+            ("https://a.test/x", "a.test:443"),
+            ("http://a.test/x", "A.TEST"),
+        ] {
+            let mut r = req(target, Some(host));
+            *r.version_mut() = http::Version::HTTP_11;
+            assert!(f.canonicalize(&mut r).is_none(), "{host}");
+            assert_eq!(r.headers().get(HOST).unwrap(), "a.test", "{host}");
+        }
+        let mut r = req("https://a.test/x", Some("a.test:443"));
+        *r.version_mut() = http::Version::HTTP_2;
+        assert!(f.canonicalize(&mut r).is_none());
+        assert_eq!(r.headers().get(HOST).unwrap(), "a.test");
+    }
+
+    #[test]
+    fn fields_connection_names_are_gone_before_routing() {
+        let f = Front::default();
+        let mut r = req("/x", Some("a.test"));
+        *r.version_mut() = http::Version::HTTP_11;
+        let h = r.headers_mut();
+        h.insert(CONNECTION, HeaderValue::from_static("X-Tenant, keep-alive"));
+        h.append(
+            CONNECTION,
+            HeaderValue::from_static("cookie, upgrade , ,bad name"),
+        );
+        h.insert("x-tenant", HeaderValue::from_static("acme"));
+        h.insert("cookie", HeaderValue::from_static("lang=fr"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert("x-other", HeaderValue::from_static("1"));
+        assert!(f.canonicalize(&mut r).is_none());
+        let left: Vec<&str> = r.headers().keys().map(|k| k.as_str()).collect();
+        for gone in ["x-tenant", "cookie"] {
+            assert!(!left.contains(&gone), "{gone} in {left:?}");
+        }
+        for kept in ["host", "connection", "upgrade", "x-other", "keep-alive"] {
+            assert!(left.contains(&kept), "{kept} not in {left:?}");
+        }
+        // Connection keeps only what the proxy and hyper read: a field a route sets later
+        // is not taken off on the way upstream.
+        assert_eq!(r.headers()[CONNECTION], "keep-alive, upgrade");
+        let mut r = req("/x", Some("a.test"));
+        r.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("x-absent"));
+        assert!(f.canonicalize(&mut r).is_none());
+        assert!(r.headers().get(CONNECTION).is_none());
+        let mut r = req("/x", Some("a.test"));
+        r.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("Keep-Alive, UPGRADE"));
+        assert!(f.canonicalize(&mut r).is_none());
+        assert_eq!(
+            r.headers()[CONNECTION],
+            "Keep-Alive, UPGRADE",
+            "left as sent"
+        );
+        // Two Authorization fields, one of them named: the one left is checked alone.
+        let mut r = req("/x", Some("a.test"));
+        let h = r.headers_mut();
+        h.insert(CONNECTION, HeaderValue::from_static("authorization"));
+        h.insert(AUTHORIZATION, HeaderValue::from_static("Basic a"));
+        h.append(AUTHORIZATION, HeaderValue::from_static("Basic b"));
+        assert!(f.canonicalize(&mut r).is_none());
+        assert!(r.headers().get(AUTHORIZATION).is_none());
+        // Without these the request would be another one: refused.
+        for needed in ["host", "Content-Length", "close, transfer-encoding"] {
+            let mut r = req("/x", Some("a.test"));
+            *r.version_mut() = http::Version::HTTP_11;
+            r.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_str(needed).unwrap());
+            r.headers_mut()
+                .insert(CONTENT_LENGTH, HeaderValue::from_static("3"));
+            assert_eq!(
+                f.canonicalize(&mut r).map(|r| r.status()),
+                Some(StatusCode::BAD_REQUEST),
+                "{needed}"
+            );
+        }
     }
 
     #[test]
