@@ -11,13 +11,54 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
-/// Other fields backends read as "the client's address" (nginx's realip module,
-/// Cloudflare's, Akamai's): an untrusted client's claim in them is dropped, not passed on.
-static CLIENT_ADDRESS_CLAIMS: [HeaderName; 3] = [
+/// Other fields backends read as what the proxies before them saw: the client's address
+/// (nginx's realip module, Cloudflare's, Akamai's), the scheme, port or path prefix it used
+/// (Rack, Spring, Werkzeug), the URL it asked for (IIS, Symfony). An untrusted client's
+/// claim in them is dropped, not passed on: none is in the cache's key, and each can change
+/// what the upstream answers (`X-Forwarded-Scheme: http` gets a redirect to https from
+/// Rails' force_ssl, cached for every client; `X-Original-URL: /admin` serves another path
+/// than the route was chosen by). Index `i` is bit `i` of a `keep` set ([`claims_set`]).
+static CLAIMS: [HeaderName; 10] = [
     HeaderName::from_static("x-real-ip"),
     HeaderName::from_static("true-client-ip"),
     HeaderName::from_static("x-client-ip"),
+    HeaderName::from_static("x-forwarded-scheme"),
+    HeaderName::from_static("x-forwarded-ssl"),
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-forwarded-prefix"),
+    HeaderName::from_static("x-forwarded-server"),
+    HeaderName::from_static("x-original-url"),
+    HeaderName::from_static("x-rewrite-url"),
 ];
+
+/// `name`'s index in [`CLAIMS`]. Every field of a proxied request is asked: a name that
+/// starts otherwise than the claims do is answered without comparing it to ten.
+fn claim_index(name: &HeaderName) -> Option<usize> {
+    let s = name.as_str();
+    if !(s.starts_with("x-") || s.starts_with("true-")) {
+        return None;
+    }
+    CLAIMS.iter().position(|c| c.as_str() == s)
+}
+
+/// Drops the claims a map holds but `keep`'s, finding them in one pass over its names:
+/// most requests hold none, and ten lookups by name would cost each request about ten
+/// hashes.
+fn remove_claims(h: &mut HeaderMap, keep: u16) {
+    let present = h
+        .keys()
+        .filter_map(claim_index)
+        .fold(0u16, |set, i| set | (1 << i));
+    let doomed = present & !keep;
+    if doomed == 0 {
+        return;
+    }
+    for (i, name) in CLAIMS.iter().enumerate() {
+        if doomed & (1 << i) != 0 {
+            h.remove(name);
+        }
+    }
+}
 
 /// The hop-by-hop fields every message loses (RFC 9110 §7.6.1), besides `Proxy-*` and
 /// those `Connection` names.
@@ -193,7 +234,7 @@ pub fn forward(
     forward_keeping(h, peer, scheme, trusted, rfc7239, 0)
 }
 
-/// [`forward`], keeping the client-address fields in `keep` ([`claims_set`]): the route's
+/// [`forward`], keeping the [`CLAIMS`] in `keep` ([`claims_set`]): the route's
 /// own header rules set them, and what a route decides reaches the upstream.
 pub(crate) fn forward_keeping(
     h: &mut HeaderMap,
@@ -201,7 +242,7 @@ pub(crate) fn forward_keeping(
     scheme: &str,
     trusted: &Trusted,
     rfc7239: bool,
-    keep: u8,
+    keep: u16,
 ) {
     let trust = peer.is_some_and(|p| trusted.contains(p));
     // The address formatted on the stack: the common (untrusted) case then costs one
@@ -270,22 +311,15 @@ pub(crate) fn forward_keeping(
         h.remove(FORWARDED);
     }
     if !trust {
-        for (i, name) in CLIENT_ADDRESS_CLAIMS.iter().enumerate() {
-            if keep & (1 << i) == 0 {
-                h.remove(name);
-            }
-        }
+        remove_claims(h, keep);
     }
 }
 
-/// Which of the client-address fields (`X-Real-IP`, `True-Client-IP`, `X-Client-IP`)
-/// are in `names`, as a bit set.
-pub(crate) fn claims_set<'a>(names: impl IntoIterator<Item = &'a HeaderName>) -> u8 {
-    names.into_iter().fold(0, |set, n| {
-        match CLIENT_ADDRESS_CLAIMS.iter().position(|c| c == n) {
-            Some(i) => set | (1 << i),
-            None => set,
-        }
+/// Which of the [`CLAIMS`] are in `names` (those a route's rules set), as a bit set.
+pub(crate) fn claims_set<'a>(names: impl IntoIterator<Item = &'a HeaderName>) -> u16 {
+    names.into_iter().fold(0, |set, n| match claim_index(n) {
+        Some(i) => set | (1 << i),
+        None => set,
     })
 }
 
@@ -300,8 +334,8 @@ pub(crate) struct Forwarding {
     proto: &'static str,
     host: Option<HeaderValue>,
     version: http::Version,
-    /// The client-address fields kept ([`forward_keeping`]).
-    keep: u8,
+    /// The [`CLAIMS`] kept ([`forward_keeping`]).
+    keep: u16,
 }
 
 impl Forwarding {
@@ -328,8 +362,8 @@ impl Forwarding {
         })
     }
 
-    /// Keeps the client-address fields in `keep` ([`forward_keeping`]).
-    pub(crate) fn keeping(mut self, keep: u8) -> Forwarding {
+    /// Keeps the [`CLAIMS`] in `keep` ([`forward_keeping`]).
+    pub(crate) fn keeping(mut self, keep: u16) -> Forwarding {
         self.keep = keep;
         self
     }
@@ -340,10 +374,7 @@ impl Forwarding {
             || name == X_FORWARDED_FOR
             || name == X_FORWARDED_PROTO
             || name == X_FORWARDED_HOST
-            || CLIENT_ADDRESS_CLAIMS
-                .iter()
-                .enumerate()
-                .any(|(i, c)| c == name && self.keep & (1 << i) == 0)
+            || claim_index(name).is_some_and(|i| self.keep & (1 << i) == 0)
     }
 
     /// The field lines, as [`forward`] and [`add_via`] would set them.
@@ -370,9 +401,7 @@ impl Forwarding {
     /// client. This keeps a change there from sending a request without them.)
     pub(crate) fn apply(self, h: &mut HeaderMap) {
         h.remove(FORWARDED);
-        for name in &CLIENT_ADDRESS_CLAIMS {
-            h.remove(name);
-        }
+        remove_claims(h, self.keep);
         if let Ok(v) = HeaderValue::from_str(self.client.as_str()) {
             h.insert(&X_FORWARDED_FOR, v);
         }
@@ -555,6 +584,63 @@ mod tests {
             h[FORWARDED],
             "for=192.0.2.1;proto=http;host=\"example.com\""
         );
+    }
+
+    #[test]
+    fn an_untrusted_clients_claims_go_unless_the_route_sets_them() {
+        let claims = [
+            "x-real-ip",
+            "true-client-ip",
+            "x-client-ip",
+            "x-forwarded-scheme",
+            "x-forwarded-ssl",
+            "x-forwarded-port",
+            "x-forwarded-prefix",
+            "x-forwarded-server",
+            "x-original-url",
+            "x-rewrite-url",
+        ];
+        let with_all = || {
+            let mut h = HeaderMap::new();
+            for c in claims {
+                h.insert(c, hv("claimed"));
+            }
+            h.insert("x-other", hv("1"));
+            h.insert(HOST, hv("example.com"));
+            h
+        };
+        let peer = Some("192.0.2.1".parse().unwrap());
+        let keep = claims_set([&HeaderName::from_static("x-forwarded-prefix")]);
+        let mut h = with_all();
+        forward_keeping(&mut h, peer, "http", &Trusted::default(), false, keep);
+        for c in claims {
+            assert_eq!(h.contains_key(c), c == "x-forwarded-prefix", "{c}");
+        }
+        assert_eq!(h["x-other"], "1");
+        // The own client's head leaves out the same fields.
+        let f = Forwarding::direct(
+            None,
+            peer,
+            "http",
+            &Trusted::default(),
+            false,
+            http::Version::HTTP_11,
+        )
+        .unwrap()
+        .keeping(keep);
+        for c in claims {
+            let n = HeaderName::from_static(c);
+            assert_eq!(f.replaces(&n), c != "x-forwarded-prefix", "{c}");
+        }
+        assert!(!f.replaces(&HeaderName::from_static("x-other")));
+        assert!(!f.replaces(&HOST));
+        // From a trusted proxy they are its to pass on.
+        let mut h = with_all();
+        let t = trusted(&["192.0.2.0/24".into()]);
+        forward_keeping(&mut h, peer, "http", &t, false, 0);
+        for c in claims {
+            assert!(h.contains_key(c), "{c}");
+        }
     }
 
     #[test]

@@ -166,7 +166,7 @@ struct Inner {
     trusted: headers::Trusted,
     /// The client-address fields (`X-Real-IP`…) the route's header rules set: sent as
     /// set, where a client's own are dropped.
-    route_claims: u8,
+    route_claims: u16,
     forwarded: bool,
     health_check: Option<gatehouse_config::HealthCheckConfig>,
     /// Set when a reload replaced this proxy: its health checks stop.
