@@ -6,7 +6,7 @@ use bytes::Bytes;
 use gatehouse_layers::cache::{Cache, CacheLayer};
 use gatehouse_layers::upstream::{CacheStatus, CacheStatusWanted};
 use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Empty, Full};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -77,7 +77,7 @@ impl Origin {
     }
 }
 
-impl Service<Request<()>> for Origin {
+impl<B: Send + 'static> Service<Request<B>> for Origin {
     type Response = Response<Full<Bytes>>;
     type Error = std::io::Error;
     type Future = std::pin::Pin<
@@ -91,7 +91,8 @@ impl Service<Request<()>> for Origin {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<()>) -> Self::Future {
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let req = req.map(|_| ());
         let this = self.clone();
         Box::pin(async move {
             this.calls.fetch_add(1, Ordering::SeqCst);
@@ -104,6 +105,11 @@ impl Service<Request<()>> for Origin {
             res
         })
     }
+}
+
+/// A request's body when it has none.
+fn no_body() -> Empty<Bytes> {
+    Empty::new()
 }
 
 struct Got {
@@ -123,7 +129,7 @@ async fn get(svc: &Cache<Origin>, method: &str, uri: &str, fields: &[(&str, &str
     for (n, v) in fields {
         b = b.header(*n, *v);
     }
-    let res = svc.clone().oneshot(b.body(()).unwrap()).await;
+    let res = svc.clone().oneshot(b.body(no_body()).unwrap()).await;
     let res = match res {
         Ok(r) => r,
         Err(e) => panic!("{e}"),
@@ -253,6 +259,29 @@ async fn what_a_shared_cache_must_not_store_is_not_stored() {
         other.cache,
         Some(CacheStatus::Miss),
         "another user's credentials"
+    );
+    // A GET with a body goes upstream with it, every time: no key holds the body.
+    let o = Origin::new();
+    let c = cache(&o, CacheLayer::new());
+    get(&c, "GET", "/search", &[]).await;
+    for q in ["{\"q\":1}", "{\"q\":2}"] {
+        let req = Request::get("/search")
+            .header("host", "example.com")
+            .header("content-length", q.len())
+            .body(Full::new(Bytes::from(q)))
+            .unwrap();
+        let res = c.clone().oneshot(req).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(res.headers()["cache-status"]
+            .to_str()
+            .unwrap()
+            .contains("fwd=bypass"));
+    }
+    assert_eq!(o.calls(), 3, "the bodies' requests went upstream");
+    assert_eq!(
+        get(&c, "GET", "/search", &[]).await.cache,
+        Some(CacheStatus::Hit),
+        "the stored answer to the request without a body stays"
     );
     // Set-Cookie is stored when allowed.
     o.answers(
@@ -880,7 +909,7 @@ async fn responses_being_copied_in_share_the_stores_budget() {
             let req = Request::builder()
                 .uri(p)
                 .header("host", "h")
-                .body(())
+                .body(no_body())
                 .unwrap();
             c.oneshot(req).await.unwrap()
         }
@@ -1019,7 +1048,7 @@ async fn the_status_goes_in_the_extensions_only_when_asked() {
             if asked {
                 b = b.extension(CacheStatusWanted);
             }
-            let r = c.oneshot(b.body(()).unwrap()).await.unwrap();
+            let r = c.oneshot(b.body(no_body()).unwrap()).await.unwrap();
             let status = r.extensions().get::<CacheStatus>().copied();
             r.into_body().collect().await.unwrap();
             status
@@ -1044,7 +1073,7 @@ async fn an_unsafe_method_over_tls_invalidates_the_entries_filed_under_https() {
             .method(method)
             .uri("/t")
             .header("host", "example.com")
-            .body(())
+            .body(no_body())
             .unwrap();
         r.extensions_mut()
             .insert(gatehouse_layers::client::Https(true));
@@ -1094,7 +1123,7 @@ async fn compressed_variants_are_made_once_and_leave_with_their_entry() {
             let req = Request::get(path)
                 .header("host", "example.com")
                 .header("accept-encoding", "gzip")
-                .body(())
+                .body(no_body())
                 .unwrap();
             let res = svc.oneshot(req).await.expect("a response");
             assert_eq!(res.headers()["content-encoding"], "gzip");
@@ -1185,7 +1214,7 @@ async fn the_access_log_asks_for_the_status_when_its_format_shows_it() {
         for _ in 0..2 {
             let req = Request::get("/l")
                 .header("host", "example.com")
-                .body(())
+                .body(no_body())
                 .unwrap();
             let res = app.clone().oneshot(req).await.unwrap();
             said.push(res.extensions().get::<CacheStatus>().copied());
@@ -1255,7 +1284,7 @@ struct Framed {
     asked: Arc<Mutex<Vec<HeaderMap>>>,
 }
 
-impl Service<Request<()>> for Framed {
+impl<B> Service<Request<B>> for Framed {
     type Response = Response<Frames>;
     type Error = std::io::Error;
     type Future = std::future::Ready<Result<Response<Frames>, std::io::Error>>;
@@ -1267,7 +1296,7 @@ impl Service<Request<()>> for Framed {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<()>) -> Self::Future {
+    fn call(&mut self, req: Request<B>) -> Self::Future {
         self.asked.lock().unwrap().push(req.headers().clone());
         let parts = (0..self.body.len())
             .step_by(self.frame)
@@ -1330,7 +1359,7 @@ async fn a_range_on_a_miss_fetches_the_whole_stores_it_and_gets_its_part() {
                     let req = Request::get("/f")
                         .header("host", "example.com")
                         .header("range", &spec)
-                        .body(())
+                        .body(no_body())
                         .unwrap();
                     let res = c.clone().oneshot(req).await.unwrap();
                     let (status, fields) = (res.status(), res.headers().clone());
@@ -1369,7 +1398,7 @@ async fn a_range_on_a_miss_fetches_the_whole_stores_it_and_gets_its_part() {
                     // The whole was stored, unless it was over the bound.
                     let req = Request::get("/f")
                         .header("host", "example.com")
-                        .body(())
+                        .body(no_body())
                         .unwrap();
                     let again = c.clone().oneshot(req).await.unwrap();
                     let again = again.into_body().collect().await.unwrap().to_bytes();

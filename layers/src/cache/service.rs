@@ -137,7 +137,7 @@ where
     S: Service<Request<ReqB>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
-    ReqB: Send + 'static,
+    ReqB: http_body::Body + Send + 'static,
     B: http_body::Body<Data = Bytes> + Send + 'static,
 {
     type Response = Response<CacheBody<B>>;
@@ -154,7 +154,10 @@ where
         let method = req.method();
         let head = method == Method::HEAD;
         let asked = Asked::scan(req.headers());
+        // A GET with a body (a search's query, GraphQL over GET) goes upstream with it: its
+        // answer is about that body, which no key holds.
         if method != Method::GET && !head
+            || !req.body().is_end_stream()
             || (asked.authorization && !s.store_authorized)
             || (asked.cookie && key::cookies_ambiguous(req.headers(), &s.parts.cookies))
         {
