@@ -1920,3 +1920,34 @@ async fn if_none_match_star_matches_a_stored_response_without_an_etag() {
     let r = get(&c, "GET", "/", &[("if-none-match", "\"other\"")]).await;
     assert_eq!(r.status, StatusCode::OK);
 }
+
+/// Found in review: a revalidation whose 304 made the entry `private` took it out of
+/// memory only, and the next request read the disk tier's copy back and served it.
+#[tokio::test]
+async fn an_entry_a_revalidation_made_unstorable_leaves_the_disk_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=600"), ("etag", "\"p\"")],
+        "shared once",
+    );
+    let c = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
+    get(&c, "GET", "/p", &[]).await;
+    for _ in 0..500 {
+        if c.store().disk_usage().is_some_and(|(_, files)| files == 1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(c.store().disk_usage().map(|(_, f)| f), Some(1));
+    o.answers(304, &[("cache-control", "private"), ("etag", "\"p\"")], "");
+    let r = get(&c, "GET", "/p", &[("cache-control", "no-cache")]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(c.store().disk_usage().map(|(_, f)| f), Some(0));
+    o.answers(200, &[("cache-control", "private")], "yours");
+    let r = get(&c, "GET", "/p", &[]).await;
+    assert_eq!(r.cache, Some(CacheStatus::Miss));
+    assert_eq!(&r.body[..], b"yours");
+    assert_eq!(o.calls(), 3);
+}

@@ -127,6 +127,7 @@ impl DiskTier {
                 .mode(0o700)
                 .create(dir)?;
         }
+        own_directory(dir)?;
         let tier = DiskTier {
             dir: dir.to_path_buf(),
             max_bytes,
@@ -216,8 +217,24 @@ impl DiskTier {
                 m.used = used;
                 Some((vary, entry))
             }
+            // Out of descriptors, or the disk failing for now: the file stays indexed, so
+            // that it still counts against the bound and a purge still finds it.
+            Err(e)
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::InvalidData
+                        | io::ErrorKind::UnexpectedEof
+                        | io::ErrorKind::NotFound
+                ) =>
+            {
+                None
+            }
+            // Damaged, cut short, another key's, or gone: out of the index and off the
+            // disk. Left there, it would come back at the next start, past any purge.
             _ => {
-                self.lock().remove(id);
+                if self.lock().remove(id).is_some() {
+                    let _ = std::fs::remove_file(&path);
+                }
                 None
             }
         }
@@ -413,6 +430,37 @@ fn write_entry(path: &Path, key: &Key, vary: &[HeaderName], e: &Entry) -> io::Re
     Ok((MAGIC.len() + 16 + head.len() + e.body.len()) as u64)
 }
 
+/// The directory must be this process's alone to write: a file in it is served as a hit
+/// for the key it names, which anyone can compute, so another user who could write there
+/// could plant any response for any URL (found in review: an existing directory was used
+/// as it was, only a new one made private).
+#[allow(unsafe_code)] // FFI: geteuid.
+fn own_directory(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir)?;
+    if !m.is_dir() {
+        return Err(io::Error::other("not a directory"));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("owned by uid {}, not by this process's ({me})", m.uid()),
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "others may write in it (mode {:o}): a planted file would be served as a hit; chmod go-w",
+                m.mode() & 0o777
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Reads a field section's parts in order, failing on any length past its end.
 struct Cursor<'a>(&'a [u8]);
 
@@ -449,9 +497,19 @@ impl<'a> Cursor<'a> {
         self.take(n)
     }
 
+    /// A time no later than a day from now: a file's damaged time would otherwise keep
+    /// its entry fresh for ever, or panic past what `SystemTime` holds (found in review:
+    /// one flipped high bit made every start-up and reload panic).
     fn time(&mut self) -> io::Result<SystemTime> {
         let (s, n) = (self.u64()?, self.u32()?);
-        Ok(UNIX_EPOCH + Duration::new(s, n.min(999_999_999)))
+        let t = UNIX_EPOCH
+            .checked_add(Duration::new(s, n.min(999_999_999)))
+            .ok_or_else(|| bad("time"))?;
+        let latest = SystemTime::now() + Duration::from_secs(86_400);
+        if t > latest {
+            return Err(bad("time"));
+        }
+        Ok(t)
     }
 }
 
@@ -484,7 +542,8 @@ fn parse_head(b: &[u8]) -> io::Result<Head> {
     for _ in 0..c.u32()? {
         let n = HeaderName::from_bytes(c.bytes()?).map_err(|_| bad("field name"))?;
         let v = HeaderValue::from_bytes(c.bytes()?).map_err(|_| bad("field value"))?;
-        headers.append(n, v);
+        // `append` panics past the map's capacity, which a damaged count can ask for.
+        headers.try_append(n, v).map_err(|_| bad("fields"))?;
     }
     Ok(Head {
         key: Key {
@@ -654,6 +713,58 @@ mod tests {
             t.ticket(),
         );
         assert_eq!(t.files(), 1);
+    }
+
+    /// Found in review: a damaged time panicked at every start and reload, and a far
+    /// future one kept its entry fresh for ever. Such a file is not read back, and goes.
+    #[test]
+    fn a_file_with_a_damaged_time_is_dropped_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key("GET http://h/a", 0);
+        let path = {
+            let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+            t.store(&k, &[], &entry("body", "max-age=60"), t.ticket());
+            t.path(file_id(&k))
+        };
+        let good = std::fs::read(&path).unwrap();
+        // MAGIC, the head's length, the key (4 + 14), secondary, vary count, status.
+        let at = 16 + 4 + "GET http://h/a".len() + 8 + 4 + 2;
+        let secs = u64::from_le_bytes(good[at..at + 8].try_into().unwrap());
+        let ten_years = 10 * 365 * 86_400;
+        for bad_secs in [secs | 1 << 63, u64::MAX, secs + ten_years] {
+            let mut damaged = good.clone();
+            damaged[at..at + 8].copy_from_slice(&bad_secs.to_le_bytes());
+            std::fs::write(&path, &damaged).unwrap();
+            let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+            assert_eq!(t.files(), 0, "{bad_secs:#x}");
+            assert!(t.load(&k, Duration::ZERO).is_none());
+        }
+        // Damaged after it was indexed: dropped at the read, file and all.
+        std::fs::write(&path, &good).unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(t.files(), 1);
+        let mut damaged = good.clone();
+        damaged[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        std::fs::write(&path, &damaged).unwrap();
+        assert!(t.load(&k, Duration::ZERO).is_none());
+        assert_eq!(t.files(), 0);
+        assert!(!path.exists(), "a purge could no longer find it");
+    }
+
+    #[test]
+    fn a_directory_others_may_write_in_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = DiskTier::open(&open, 1 << 20).err().expect("refused");
+        assert!(e.to_string().contains("others may write"), "{e}");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(DiskTier::open(&open, 1 << 20).is_ok(), "readable is fine");
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        assert!(DiskTier::open(&file, 1 << 20).is_err());
     }
 
     #[test]

@@ -625,9 +625,14 @@ impl ResponseStore {
         (entry, true)
     }
 
-    /// Removes the one entry under `key` (a revalidation made it unstorable).
+    /// Removes the one entry under `key` (a revalidation made it unstorable), and the
+    /// disk tier's copies of its URL: left there, the next miss in memory read the copy
+    /// back and served what the origin had just made private (found in review).
     pub(crate) fn remove(&self, key: &Key) {
         self.inner.map.invalidate(key);
+        if let Some(d) = &self.inner.disk {
+            d.remove_primary(&key.primary);
+        }
     }
 
     /// Removes every variant stored under `primary`; how many there were.
