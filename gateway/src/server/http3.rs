@@ -653,10 +653,13 @@ pub struct RequestBody {
     declared: Option<u64>,
     received: u64,
     failed: Option<BoxError>,
-    /// A read was left pending: h3-quinn then holds the stream in its read's future, and
-    /// its `stop_sending` would unwrap the stream that isn't there (a panic, seen with a
-    /// GET whose stream stayed open past `header_read`).
-    reading: bool,
+    /// The stream was read from. h3 starts a read from quinn before it hands out DATA it
+    /// has buffered already, so even a read that gave data can leave one pending, with
+    /// h3-quinn holding the stream in its future; its `stop_sending` would then unwrap
+    /// the stream that isn't there (a panic: seen with a GET left open past
+    /// `header_read`, and, found in review, with one DATA frame sent and the stream kept
+    /// open). So once read from, a stream is left for quinn to stop as it is dropped.
+    read_from: bool,
 }
 
 impl RequestBody {
@@ -668,7 +671,7 @@ impl RequestBody {
             declared,
             received: 0,
             failed: None,
-            reading: false,
+            read_from: false,
         }
     }
 
@@ -680,9 +683,8 @@ impl RequestBody {
         }
         // A waker that wakes nothing: a Pending here is polled again, with the Service's.
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        let polled = self.recv.poll_recv_data(&mut cx);
-        self.reading = polled.is_pending();
-        match polled {
+        self.read_from = true;
+        match self.recv.poll_recv_data(&mut cx) {
             Poll::Ready(Ok(None)) => self.done = true,
             Poll::Ready(Ok(Some(mut b))) => self.first = Some(b.copy_to_bytes(b.remaining())),
             Poll::Ready(Err(e)) => self.failed = Some(Box::new(e)),
@@ -695,11 +697,8 @@ impl RequestBody {
         if self.done || self.first.is_some() || self.failed.is_some() {
             return;
         }
-        // Left true if this wait is dropped (its timeout) before the read ends.
-        self.reading = true;
-        let read = self.recv.recv_data().await;
-        self.reading = false;
-        match read {
+        self.read_from = true;
+        match self.recv.recv_data().await {
             Ok(None) => self.done = true,
             Ok(Some(mut b)) => self.first = Some(b.copy_to_bytes(b.remaining())),
             // Reported when the body is read, if it ever is.
@@ -709,11 +708,12 @@ impl RequestBody {
 }
 
 /// RFC 9114 §4.1.1: a body the Service did not read to its end (a refusal, a response
-/// that did not need it) is stopped with H3_NO_ERROR, not quinn's code 0 on drop.
+/// that did not need it) is stopped with H3_NO_ERROR, not quinn's code 0 on drop; once it
+/// was read from, by quinn as it is dropped (code 0, which §9 has a peer take as
+/// H3_NO_ERROR).
 impl Drop for RequestBody {
     fn drop(&mut self) {
-        // With a read pending, quinn stops the stream itself as it is dropped (code 0).
-        if !self.done && !self.reading {
+        if !self.done && !self.read_from {
             self.recv.stop_sending(h3::error::Code::H3_NO_ERROR);
         }
     }
@@ -736,9 +736,8 @@ impl Body for RequestBody {
             Some(b) => Some(b),
             None if this.done => return Poll::Ready(None),
             None => {
-                let polled = this.recv.poll_recv_data(cx);
-                this.reading = polled.is_pending();
-                match std::task::ready!(polled) {
+                this.read_from = true;
+                match std::task::ready!(this.recv.poll_recv_data(cx)) {
                     Ok(Some(mut b)) => Some(b.copy_to_bytes(b.remaining())),
                     Ok(None) => None,
                     Err(e) => {
