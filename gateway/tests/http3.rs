@@ -1249,6 +1249,62 @@ fn shutdown_drains_a_request_in_flight() {
     assert!(clean, "the drain did not finish in time");
 }
 
+/// RFC 9114 §5.2: a GOAWAY names the first stream not processed. Found in review: it
+/// named the last one accepted, so a client following the RFC could take the request in
+/// flight for unprocessed and send it again elsewhere while it was being answered.
+#[test]
+fn the_goaway_names_the_first_stream_not_processed() {
+    let app = axum::Router::new().fallback(|| async {
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        "slow"
+    });
+    let up = serve_axum(loopback(), app);
+    let h = H3::new();
+    let s = TestServer::site(
+        &format!(
+            "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+            h.tls()
+        )
+        .replace("drain = \"200ms\"", "drain = \"10s\""),
+    );
+    let p = port(&s).to_string();
+    let client = std::thread::spawn(move || {
+        python_job("h3_goaway.py", &[&p, "/api/slow"], &serde_json::json!({}))
+    });
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    let clean = s.shutdown();
+    let v: serde_json::Value = serde_json::from_slice(&client.join().unwrap()).unwrap();
+    assert_eq!(
+        (v["status"].as_u64(), v["length"].as_u64()),
+        (Some(200), Some(4)),
+        "{v}"
+    );
+    // Stream 0 was accepted: the next bidirectional stream, 4, is the first not processed.
+    assert_eq!(v["goaway"].as_u64(), Some(4), "{v}");
+    assert!(clean, "the drain did not finish in time");
+}
+
+/// Found in review: h3 kept the client's QPACK encoder and decoder streams and never read
+/// them, so every connection could pin a flow-control window of each (1 MiB) for its
+/// life. They are read and what they carry dropped: with no dynamic table offered, they
+/// hold nothing the server needs (RFC 9204 §4.2, §3.2.3).
+#[test]
+fn qpack_streams_are_read_not_left_to_fill() {
+    let h = H3::new();
+    let s = TestServer::site(&h.tls());
+    let p = port(&s).to_string();
+    let size = 2 * 1024 * 1024;
+    let out = python_job(
+        "h3_qpack_streams.py",
+        &[&p, "/hello.txt", &size.to_string()],
+        &serde_json::json!({}),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["encoder"].as_u64(), Some(size), "{v}");
+    assert_eq!(v["decoder"].as_u64(), Some(size), "{v}");
+    assert_eq!(v["status"].as_u64(), Some(200), "{v}");
+}
+
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status

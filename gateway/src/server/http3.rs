@@ -380,7 +380,7 @@ async fn connection<T: Serve>(
     let mut tasks = tokio::task::JoinSet::new();
     let mut closing = *shutdown.borrow();
     if closing {
-        let _ = h3.shutdown(0).await;
+        let _ = crate::rt::within(DRAIN_WAIT, h3.shutdown(0)).await;
     }
     // QUIC's idle timeout restarts with every PING: a connection without requests is
     // closed after keep_alive, as an idle HTTP/1.1 or HTTP/2 one is, and as there, by a
@@ -486,8 +486,11 @@ async fn connection<T: Serve>(
             }
             _ = &mut stop, if !closing => {
                 closing = true;
-                // RFC 9114 §5.2: GOAWAY; the requests already accepted are answered.
-                let _ = h3.shutdown(0).await;
+                // RFC 9114 §5.2: GOAWAY; the requests already accepted are answered. Not
+                // waited on for longer than a drain's last wait: a client that gives the
+                // control stream no credit would hold this loop, and every drain, to the
+                // drain timeout (found in review).
+                let _ = crate::rt::within(DRAIN_WAIT, h3.shutdown(0)).await;
             }
         }
     }

@@ -501,6 +501,40 @@ where
         // Remove all None values
         self.pending_recv_streams.retain(|s| s.is_some());
 
+        // gatehouse: the peer's QPACK encoder and decoder streams are read and what they
+        // carry dropped. Kept unread, each held a stream's flow-control window of the
+        // peer's bytes for the connection's life. The server offers no dynamic table
+        // (capacity 0), so they carry nothing it needs: a Set Dynamic Table Capacity of 0,
+        // Stream Cancellations (RFC 9204 §3.2.3, §4.4.2).
+        let mut closed = false;
+        for s in [
+            &mut self.qpack_streams.encoder_recv,
+            &mut self.qpack_streams.decoder_recv,
+        ] {
+            if let Some(AcceptedRecvStream::Encoder(b) | AcceptedRecvStream::Decoder(b)) = s {
+                loop {
+                    match b.poll_read(cx) {
+                        Poll::Ready(Ok(false)) => while b.take_chunk(usize::MAX).is_some() {},
+                        // Errors come to the connection by quinn's own way.
+                        Poll::Ready(Ok(true)) | Poll::Ready(Err(_)) => {
+                            closed = true;
+                            break;
+                        }
+                        Poll::Pending => break,
+                    }
+                }
+            }
+        }
+        if closed {
+            //= https://www.rfc-editor.org/rfc/rfc9204#section-4.2
+            //# Closure of either unidirectional stream type MUST be treated as a
+            //# connection error of type H3_CLOSED_CRITICAL_STREAM.
+            return Err(self.handle_connection_error(InternalConnectionError::new(
+                Code::H3_CLOSED_CRITICAL_STREAM,
+                "a QPACK stream was closed".to_string(),
+            )));
+        }
+
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use std::{
     future::poll_fn,
     option::Option,
     result::Result,
+    sync::Arc,
     task::{ready, Context, Poll},
 };
 
@@ -150,9 +151,16 @@ where
         &self,
         stream: FrameStream<C::BidiStream, B>,
     ) -> RequestResolver<C, B> {
+        // gatehouse: the stream's end is reported when the resolver is dropped too (a
+        // timeout, a stream ended or reset before its HEADERS), not only by a
+        // RequestStream: each such stream stayed in `ongoing_streams` for the connection's
+        // life, a few bytes a stream for as many as a client opened.
         RequestResolver {
+            request_end: Arc::new(RequestEnd {
+                request_end: self.request_end_send.clone(),
+                stream_id: stream.send_id(),
+            }),
             frame_stream: stream,
-            request_end_send: self.request_end_send.clone(),
             send_grease_frame: self.inner.send_grease_frame,
             max_field_section_size: self.max_field_section_size,
             shared: self.inner.shared.clone(),
@@ -164,10 +172,13 @@ where
     /// See [connection shutdown](https://www.rfc-editor.org/rfc/rfc9114.html#connection-shutdown) for more information.
     #[cfg_attr(feature = "tracing", instrument(skip_all, level = "trace"))]
     pub async fn shutdown(&mut self, max_requests: usize) -> Result<(), ConnectionError> {
+        // gatehouse: RFC 9114 §5.2, the GOAWAY names the first stream not processed; the
+        // last one accepted, as it was, told a client to send that request again elsewhere.
         let max_id = self
             .last_accepted_stream
-            .map(|id| id + max_requests)
-            .unwrap_or(StreamId::FIRST_REQUEST);
+            .map(|id| id + 1)
+            .unwrap_or(StreamId::FIRST_REQUEST)
+            + max_requests;
 
         self.inner.shutdown(&mut self.sent_closing, max_id).await
     }
@@ -206,7 +217,8 @@ where
                     // incoming requests not belonging to the grace interval. It's possible that
                     // some acceptable request streams arrive after rejected requests.
                     if let Some(max_id) = self.sent_closing {
-                        if s.send_id() > max_id {
+                        // gatehouse: at or above the GOAWAY's ID: not processed (§5.2).
+                        if s.send_id() >= max_id {
                             s.stop_sending(Code::H3_REQUEST_REJECTED.value());
                             s.reset(Code::H3_REQUEST_REJECTED.value());
                             if self.poll_requests_completion(cx).is_ready() {
