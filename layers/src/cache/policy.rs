@@ -241,7 +241,9 @@ pub enum NotStored {
     Authorization,
     /// The response sets a cookie.
     SetCookie,
-    /// `Vary: *` never matches a later request (§4.1).
+    /// `Vary: *` never matches a later request (§4.1); nor does a `Vary` on a field a
+    /// proxy writes for each client (`X-Forwarded-For`, `Forwarded`), whose value the
+    /// upstream saw is not the one the request came with.
     VaryStar,
     /// Nothing in the response makes it storable (§3: no explicit freshness, not `public`,
     /// and a status that is not heuristically cacheable).
@@ -298,10 +300,18 @@ pub fn storable(
     if response.contains_key(http::header::SET_COOKIE) && !options.set_cookie {
         return Err(NotStored::SetCookie);
     }
+    // A client's own X-Forwarded-For is replaced by its address on the way upstream: keyed
+    // by what the client sent (nothing, say), one client's answer for its address went to
+    // every client that sent the same (found in review).
+    let per_client = |f: &[u8]| {
+        f == b"*"
+            || f.eq_ignore_ascii_case(b"x-forwarded-for")
+            || f.eq_ignore_ascii_case(b"forwarded")
+    };
     if response.get_all(VARY).iter().any(|v| {
         v.as_bytes()
             .split(|&b| b == b',')
-            .any(|f| f.trim_ascii() == b"*")
+            .any(|f| per_client(f.trim_ascii()))
     }) {
         return Err(NotStored::VaryStar);
     }
@@ -761,6 +771,25 @@ mod tests {
                 &[("cache-control", "max-age=60"), ("vary", "accept, *")]
             ),
             Err(NotStored::VaryStar)
+        );
+        // A field the proxy writes for each client: what the upstream saw is not keyed.
+        for vary in ["X-Forwarded-For", "accept,forwarded"] {
+            assert_eq!(
+                store(&[], 200, &[("cache-control", "max-age=60"), ("vary", vary)]),
+                Err(NotStored::VaryStar),
+                "{vary}"
+            );
+        }
+        assert_eq!(
+            store(
+                &[],
+                200,
+                &[
+                    ("cache-control", "max-age=60"),
+                    ("vary", "x-forwarded-host")
+                ]
+            ),
+            Ok(())
         );
         // §5.2.2.3: must-understand keeps out a status not understood, and overrides
         // no-store for one that is.
