@@ -239,7 +239,7 @@ fn purge(caches: &[crate::router::RouteCaches], query: Option<&str>) -> http::Re
         removed += if prefix {
             store.purge_prefix(&key)
         } else {
-            store.invalidate(&key) + store.purge_prefix(&format!("{key}\n"))
+            store.purge(&key) + store.purge_prefix(&format!("{key}\n"))
         };
     }
     if routes == 0 {

@@ -663,27 +663,49 @@ impl ResponseStore {
         n
     }
 
-    /// Removes every entry whose primary key starts with `prefix`; how many there were.
-    /// A walk over the whole store: for the admin listener, not the request path.
+    /// Removes every variant stored under `primary`, as [`invalidate`](Self::invalidate)
+    /// does, and also those the `Vary` index no longer names (it is bounded on its own,
+    /// and a variant it lost would be served again once a later response rebuilt its
+    /// record: found in review). A walk over the whole store: for the admin listener, not
+    /// the request path.
+    pub fn purge(&self, primary: &str) -> u64 {
+        self.purge_where(|p| p == primary)
+    }
+
+    /// Removes every entry whose primary key starts with `prefix`, as [`purge`](Self::purge)
+    /// does; how many there were.
     pub fn purge_prefix(&self, prefix: &str) -> u64 {
-        let mut keys: Vec<Arc<str>> = self
-            .inner
-            .map
-            .iter()
-            .filter(|(k, _)| k.primary.starts_with(prefix))
-            .map(|(k, _)| k.primary.clone())
-            .collect();
+        self.purge_where(|p| p.starts_with(prefix))
+    }
+
+    fn purge_where(&self, matches: impl Fn(&str) -> bool) -> u64 {
+        let mut keys: Vec<Key> = Vec::new();
+        let mut primaries: Vec<Arc<str>> = Vec::new();
+        for (k, _) in self.inner.map.iter().filter(|(k, _)| matches(&k.primary)) {
+            primaries.push(k.primary.clone());
+            keys.push(Key::clone(&k));
+        }
         if let Some(d) = &self.inner.disk {
-            keys.extend(d.primaries().into_iter().filter(|p| p.starts_with(prefix)));
+            primaries.extend(d.primaries().into_iter().filter(|p| matches(p)));
         }
         let mut n = 0;
         let mut seen = std::collections::HashSet::new();
-        for p in keys {
+        for p in primaries {
             if seen.insert(p.clone()) {
                 n += self.invalidate(&p);
             }
         }
-        n
+        let mut left = 0;
+        for k in keys {
+            if self.inner.map.remove(&k).is_some() {
+                left += 1;
+            }
+        }
+        self.inner
+            .stats
+            .invalidated
+            .fetch_add(left, Ordering::Relaxed);
+        n + left
     }
 
     /// Every primary key held (for the admin listener).
@@ -954,6 +976,26 @@ mod tests {
         assert_eq!(s.invalidate("GET http://h/a"), 3);
         assert_eq!(s.invalidate("GET http://h/a"), 0);
         assert_eq!(s.purge_prefix("GET http://h/a"), 1);
+        assert_eq!(s.keys(), vec!["GET http://h/b".to_string()]);
+        // Variants the Vary index has lost (it is bounded on its own) are purged too.
+        for sec in [4, 5] {
+            let k = Key {
+                primary: "GET http://h/v".into(),
+                secondary: sec,
+            };
+            s.insert(k, vec![HeaderName::from_static("accept")], entry(10));
+        }
+        s.inner.vary.invalidate(&VaryKey("GET http://h/v".into()));
+        assert_eq!(s.purge("GET http://h/v"), 2);
+        for sec in [6, 7] {
+            let k = Key {
+                primary: "GET http://h/w/x".into(),
+                secondary: sec,
+            };
+            s.insert(k, vec![HeaderName::from_static("accept")], entry(10));
+        }
+        s.inner.vary.invalidate(&VaryKey("GET http://h/w/x".into()));
+        assert_eq!(s.purge_prefix("GET http://h/w/"), 2);
         assert_eq!(s.keys(), vec!["GET http://h/b".to_string()]);
     }
 
