@@ -66,10 +66,21 @@ struct Index {
     /// When each primary key was last removed: a write queued before that is dropped,
     /// so a purge is not undone by a write still on the blocking pool.
     removed: HashMap<Arc<str>, u64>,
+    /// When `removed` was last cleared: a write queued before that may have been removed
+    /// since, and is dropped as if it had been (any client's successful POSTs clear it,
+    /// found in review).
+    forgotten: u64,
 }
 
-/// Past this many remembered removals the memory is cleared: only a write queued before
-/// one of them and run after could then come back.
+impl Index {
+    /// Whether a write of `primary` queued at `ticket` was overtaken by a removal.
+    fn removed_since(&self, primary: &str, ticket: u64) -> bool {
+        ticket < self.forgotten || self.removed.get(primary).is_some_and(|&t| t > ticket)
+    }
+}
+
+/// Past this many remembered removals the memory is cleared, and the writes queued before
+/// then are dropped.
 const MAX_REMOVED: usize = 10_000;
 
 impl Index {
@@ -267,12 +278,7 @@ impl DiskTier {
     /// Writes `entry` under `key` (unless it was removed after `ticket`), then evicts the
     /// least recently used files over the bound.
     pub(crate) fn store(&self, key: &Key, vary: &[HeaderName], entry: &Entry, ticket: u64) {
-        if self
-            .lock()
-            .removed
-            .get(&key.primary)
-            .is_some_and(|&t| t > ticket)
-        {
+        if self.lock().removed_since(&key.primary, ticket) {
             return;
         }
         let id = file_id(key);
@@ -289,7 +295,7 @@ impl DiskTier {
             Ok(size) => {
                 let used = self.clock.fetch_add(1, Ordering::Relaxed);
                 let mut g = self.lock();
-                if g.removed.get(&key.primary).is_some_and(|&t| t > ticket) {
+                if g.removed_since(&key.primary, ticket) {
                     // Removed while it was being written.
                     drop(g);
                     let _ = std::fs::remove_file(&path);
@@ -324,6 +330,7 @@ impl DiskTier {
             let mut g = self.lock();
             if g.removed.len() >= MAX_REMOVED {
                 g.removed.clear();
+                g.forgotten = now;
             }
             g.removed.insert(primary.into(), now);
             g.by_primary.get(primary).cloned().unwrap_or_default()
@@ -765,6 +772,25 @@ mod tests {
         let file = dir.path().join("file");
         std::fs::write(&file, b"").unwrap();
         assert!(DiskTier::open(&file, 1 << 20).is_err());
+    }
+
+    /// Found in review: the memory of removals was cleared after 10,000 of them (any
+    /// client's successful POSTs make them), and a write queued before a purge then ran
+    /// and brought the purged entry back.
+    #[test]
+    fn a_write_queued_before_the_removals_were_forgotten_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/purged", 0);
+        let before = t.ticket();
+        t.remove_primary("GET http://h/purged");
+        for i in 0..MAX_REMOVED {
+            t.remove_primary(&format!("GET http://h/post/{i}"));
+        }
+        t.store(&k, &[], &entry("old", "max-age=60"), before);
+        assert_eq!(t.files(), 0);
+        t.store(&k, &[], &entry("new", "max-age=60"), t.ticket());
+        assert_eq!(t.files(), 1);
     }
 
     #[test]
