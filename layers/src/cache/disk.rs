@@ -207,8 +207,12 @@ impl DiskTier {
     /// The `Vary` field names of what is filed under `primary`, as the files say.
     pub(crate) fn vary_names(&self, primary: &str) -> Option<Vec<HeaderName>> {
         let g = self.lock();
-        let id = g.by_primary.get(primary)?.first()?;
-        g.files.get(id).map(|m| m.vary.clone())
+        // The newest file's: older ones may be from before the origin changed its Vary.
+        let ids = g.by_primary.get(primary)?;
+        ids.iter()
+            .filter_map(|id| g.files.get(id))
+            .max_by_key(|m| m.used)
+            .map(|m| m.vary.clone())
     }
 
     /// Reads `key`'s entry, if its file holds it.
@@ -304,6 +308,21 @@ impl DiskTier {
                 if !vary.is_empty() {
                     self.varied.store(true, Ordering::Relaxed);
                 }
+                // The URL's files under another Vary go, as memory drops them: left, one
+                // was read back for a request its old Vary names and served in place of
+                // the newer response (found in review).
+                let stale: Vec<u64> = g
+                    .by_primary
+                    .get(&key.primary)
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|&other| other != id)
+                    .filter(|other| g.files.get(other).is_some_and(|m| m.vary != vary))
+                    .collect();
+                for &other in &stale {
+                    g.remove(other);
+                }
                 g.add(
                     id,
                     Meta {
@@ -314,6 +333,9 @@ impl DiskTier {
                     },
                 );
                 drop(g);
+                for other in stale {
+                    let _ = std::fs::remove_file(self.path(other));
+                }
                 self.evict();
             }
             Err(_) => {
@@ -772,6 +794,50 @@ mod tests {
         let file = dir.path().join("file");
         std::fs::write(&file, b"").unwrap();
         assert!(DiskTier::open(&file, 1 << 20).is_err());
+    }
+
+    /// Found in review: a URL's files under an earlier `Vary` stayed, and the first was
+    /// the one whose names a lookup took, so it was read back in place of the newer one.
+    #[test]
+    fn a_new_vary_takes_the_urls_files_under_the_old_one_away() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let al = vec![HeaderName::from_static("accept-language")];
+        t.store(
+            &key("GET http://h/p", 1),
+            &al,
+            &entry("en", "max-age=60"),
+            t.ticket(),
+        );
+        t.store(
+            &key("GET http://h/p", 2),
+            &al,
+            &entry("fr", "max-age=60"),
+            t.ticket(),
+        );
+        assert_eq!(t.files(), 2);
+        assert_eq!(t.vary_names("GET http://h/p"), Some(al.clone()));
+        // The origin drops its Vary.
+        t.store(
+            &key("GET http://h/p", 0),
+            &[],
+            &entry("one", "max-age=60"),
+            t.ticket(),
+        );
+        assert_eq!(t.files(), 1);
+        assert_eq!(t.vary_names("GET http://h/p"), Some(vec![]));
+        assert!(t.load(&key("GET http://h/p", 1), Duration::ZERO).is_none());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // And takes another.
+        let ae = vec![HeaderName::from_static("accept-encoding")];
+        t.store(
+            &key("GET http://h/p", 9),
+            &ae,
+            &entry("gz", "max-age=60"),
+            t.ticket(),
+        );
+        assert_eq!(t.files(), 1);
+        assert_eq!(t.vary_names("GET http://h/p"), Some(ae));
     }
 
     /// Found in review: the memory of removals was cleared after 10,000 of them (any
