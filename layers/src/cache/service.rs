@@ -220,21 +220,28 @@ where
 
 /// `key`'s entry from the disk tier: one read per key, the other requests for it waiting
 /// for that read (after a restart, a popular URL's first requests all find it on disk),
-/// then finding it in memory; or reading it themselves after the lock timeout.
+/// then finding it in memory; a waiter left without it joins once more, then goes
+/// upstream.
 async fn read_back(s: &Settings, key: &Key) -> Option<Arc<Entry>> {
     if !s.lock {
         return s.store.load(key, s.heuristic_max).await;
     }
-    match s.store.join(key) {
-        Joined::Lead(_flight) => s.store.load(key, s.heuristic_max).await,
-        Joined::Wait(rx) => {
-            wait(s, rx).await;
-            match s.store.get(key) {
-                Some(e) => Some(e),
-                None => s.store.load(key, s.heuristic_max).await,
+    // A waiter whose leader gave up (its client went, or the read outlasted the lock's
+    // timeout) joins again rather than reading too: each read holds a whole copy of the
+    // entry, and a thousand waiters after a restart on a slow disk each read one (found
+    // in review). After a second wait it goes upstream, as a miss.
+    for _ in 0..2 {
+        match s.store.join(key) {
+            Joined::Lead(_flight) => return s.store.load(key, s.heuristic_max).await,
+            Joined::Wait(rx) => {
+                wait(s, rx).await;
+                if let Some(e) = s.store.get(key) {
+                    return Some(e);
+                }
             }
         }
     }
+    None
 }
 
 /// The entry's age now, and what it may do for a request with `req_cc` under the route's
