@@ -195,15 +195,19 @@ pub(crate) trait ServerView: Send + Sync + 'static {
 /// every one whose URL starts with it, from each route's cache or the named route's.
 fn purge(caches: &[crate::router::RouteCaches], query: Option<&str>) -> http::Response<GateBody> {
     let mut url = None;
+    let mut raw_url = None;
     let mut prefix = false;
     let mut route = None;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let v = percent_encoding::percent_decode_str(&v.replace('+', " "))
+        let (k, raw) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = percent_encoding::percent_decode_str(&raw.replace('+', " "))
             .decode_utf8_lossy()
             .into_owned();
         match k {
-            "url" => url = Some(v),
+            "url" => {
+                url = Some(v);
+                raw_url = Some(raw.to_string());
+            }
             "prefix" => prefix = matches!(v.as_str(), "1" | "true" | "yes"),
             "route" => route = Some(v),
             _ => {
@@ -220,14 +224,28 @@ fn purge(caches: &[crate::router::RouteCaches], query: Option<&str>) -> http::Re
             "url= must name an absolute URL, such as http://example.com/path\n",
         );
     };
-    // Keys hold the host lower-cased (RFC 9110 §4.2.3), as the cache files them.
-    let key = match url.split_once("://") {
+    // Keys hold the scheme and host lower-cased (RFC 9110 §4.2.3), and the target as it
+    // was sent, escapes and all. So the URL is tried as given in the query too: with
+    // `url=http://h/a%20b`, the decoded value (`/a b`) is in no key (found in review:
+    // such a purge answered "0" and left the entry).
+    let key_of = |url: &str| match url.split_once("://") {
         Some((scheme, rest)) => {
             let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            format!("GET {scheme}://{}{path}", host.to_ascii_lowercase())
+            format!(
+                "GET {}://{}{path}",
+                scheme.to_ascii_lowercase(),
+                host.to_ascii_lowercase()
+            )
         }
         None => format!("GET {url}"),
     };
+    let mut keys = vec![key_of(&url)];
+    if let Some(raw) = raw_url.filter(|r| r.contains("://")) {
+        let raw = key_of(&raw);
+        if raw != keys[0] {
+            keys.push(raw);
+        }
+    }
     let mut removed = 0;
     let mut routes = 0;
     for c in caches {
@@ -236,11 +254,13 @@ fn purge(caches: &[crate::router::RouteCaches], query: Option<&str>) -> http::Re
             continue;
         }
         routes += 1;
-        removed += if prefix {
-            store.purge_prefix(&key)
-        } else {
-            store.purge(&key) + store.purge_prefix(&format!("{key}\n"))
-        };
+        for key in &keys {
+            removed += if prefix {
+                store.purge_prefix(key)
+            } else {
+                store.purge(key) + store.purge_prefix(&format!("{key}\n"))
+            };
+        }
     }
     if routes == 0 {
         return plain(

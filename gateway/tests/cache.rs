@@ -339,6 +339,17 @@ fn the_admin_listener_purges_by_url_and_prefix_with_the_token() {
     assert_eq!(r.text(), "purged 0\n");
     let r = purge("url=http://test/abs", bearer);
     assert_eq!(r.text(), "purged 1\n");
+    // A target with escapes is keyed as sent: the URL is found written either way, and
+    // with the scheme in capitals.
+    for (path, query) in [
+        ("/a%20b", "url=http://test/a%20b"),
+        ("/a%20b", "url=http://test/a%2520b"),
+        ("/c+d", "url=HTTP://test/c+d"),
+    ] {
+        s.get(path);
+        let r = purge(query, bearer);
+        assert_eq!(r.text(), "purged 1\n", "{query}");
+    }
 }
 
 #[test]
