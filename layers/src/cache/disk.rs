@@ -151,8 +151,13 @@ impl DiskTier {
         for e in std::fs::read_dir(dir)? {
             let path = e?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            // Only the name the tier writes: `+abc.entry` or `ABC.entry` parse too, and
+            // would be counted but never removed, unlinks going by the written name.
             let Some(id) = name
                 .strip_suffix(".entry")
+                .filter(|h| {
+                    h.len() == 16 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                })
                 .and_then(|h| u64::from_str_radix(h, 16).ok())
             else {
                 // A temporary file a crash left behind.
@@ -794,6 +799,25 @@ mod tests {
         let file = dir.path().join("file");
         std::fs::write(&file, b"").unwrap();
         assert!(DiskTier::open(&file, 1 << 20).is_err());
+    }
+
+    /// Found in review: a file under a name the tier never writes but which parses to an
+    /// entry's number was indexed, outlived a purge (unlinks go by the written name), and
+    /// was read back at the next start.
+    #[test]
+    fn only_the_names_the_tier_writes_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key("GET http://h/a", 0);
+        let id = file_id(&k);
+        {
+            let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+            t.store(&k, &[], &entry("hello", "max-age=60"), t.ticket());
+            std::fs::copy(t.path(id), dir.path().join(format!("+{id:016x}.entry"))).unwrap();
+        }
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(t.remove_primary("GET http://h/a"), 1);
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(t.files(), 0, "the purged entry came back");
     }
 
     /// Found in review: a URL's files under an earlier `Vary` stayed, and the first was
