@@ -621,7 +621,7 @@ fn the_upstream_answers_the_request_the_key_describes() {
         &std::env::temp_dir(),
         &format!(
             "[[routes]]\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n\
-             trusted_proxies = [\"127.0.0.1/32\"]\n\
+             trusted_proxies = [\"127.0.0.2/32\"]\n\
              [[routes.headers.request]]\nset = {{ \"X-Tenant\" = \"acme\" }}\n\
              [routes.cache]\ncache_status_header = true\n"
         ),
@@ -634,13 +634,30 @@ fn the_upstream_answers_the_request_the_key_describes() {
     // A Connection naming Host would make the request another: refused.
     assert_eq!(s.get_with("/t", "Connection: host\r\n").status, 400);
 
-    // From a trusted proxy, the scheme it forwards keys the answer.
-    let over_http = s.get_with("/p", "X-Forwarded-Proto: http\r\n");
+    // From the trusted proxy (127.0.0.2), the scheme it forwards keys the answer.
+    let from_proxy = |path: &str, proto: &str| {
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.bind(&"127.0.0.2:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        sock.connect(&s.addr.into()).unwrap();
+        Conn::from_stream(sock.into()).request(&format!(
+            "GET {path} HTTP/1.1\r\nHost: test\r\nX-Forwarded-Proto: {proto}\r\n\r\n"
+        ))
+    };
+    let over_http = from_proxy("/p", "http");
     assert_eq!(over_http.text(), "tenant=acme proto=http");
-    let over_https = s.get_with("/p", "X-Forwarded-Proto: https\r\n");
+    let over_https = from_proxy("/p", "https");
     assert_eq!(over_https.text(), "tenant=acme proto=https");
-    let again = s.get_with("/p", "X-Forwarded-Proto: https\r\n");
+    let again = from_proxy("/p", "https");
     assert_eq!(again.header("cache-status"), Some("gatehouse; hit"));
     assert_eq!(again.text(), "tenant=acme proto=https");
     assert_eq!(calls.load(Ordering::SeqCst), 3);
+    // A client that reaches the gateway itself (127.0.0.1, not trusted) claims https over
+    // plain HTTP: the upstream is told http, and the answer is not filed for the proxy's
+    // https clients.
+    let direct = s.get_with("/q", "X-Forwarded-Proto: https\r\n");
+    assert_eq!(direct.text(), "tenant=acme proto=http");
+    assert_eq!(from_proxy("/q", "https").text(), "tenant=acme proto=https");
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
 }

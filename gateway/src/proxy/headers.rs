@@ -315,6 +315,30 @@ pub(crate) fn forward_keeping(
     }
 }
 
+/// The forwarding fields a peer claims (`X-Forwarded-Proto`, `-Host`, `Forwarded` and the
+/// [`CLAIMS`] but `keep`'s), taken off (see `Proxy::drop_untrusted_claims`).
+pub(crate) fn drop_forwarding(h: &mut HeaderMap, keep: u16) {
+    h.remove(&X_FORWARDED_PROTO);
+    h.remove(&X_FORWARDED_HOST);
+    h.remove(FORWARDED);
+    remove_claims(h, keep);
+}
+
+/// The forwarding fields a trusted proxy's claims are kept in, and that a cache in front
+/// of such a route keys by: the upstream builds links and redirects from them. Not
+/// `Forwarded`, whose `for=` names each client (a key per client), nor the address claims.
+pub(crate) const KEYED_WHEN_TRUSTED: [&str; 9] = [
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-scheme",
+    "x-forwarded-ssl",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-server",
+    "x-original-url",
+    "x-rewrite-url",
+];
+
 /// Which of the [`CLAIMS`] are in `names` (those a route's rules set), as a bit set.
 pub(crate) fn claims_set<'a>(names: impl IntoIterator<Item = &'a HeaderName>) -> u16 {
     names.into_iter().fold(0, |set, n| match claim_index(n) {

@@ -62,7 +62,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -200,6 +200,24 @@ impl Proxy {
             inner.route_claims = headers::claims_set(names);
         }
         self
+    }
+
+    /// For a cache in front of a proxy that trusts proxies (whose key then holds the
+    /// forwarding fields, see `router::cache_layer`): takes off what a peer it does not
+    /// trust claimed in them, which the proxy would replace or drop anyway. Kept, such a
+    /// claim filed the upstream's answer to the real request under another request's key
+    /// (`X-Forwarded-Proto: https` over plain HTTP stored a redirect to https for the
+    /// trusted load balancer's https clients; found in review).
+    pub(crate) fn drop_untrusted_claims<B>(
+        &self,
+        req: &mut http::Request<B>,
+        peer: Option<IpAddr>,
+    ) {
+        let trusted = &self.inner.trusted;
+        if trusted.is_empty() || peer.is_some_and(|p| trusted.contains(p)) {
+            return;
+        }
+        headers::drop_forwarding(req.headers_mut(), self.inner.route_claims);
     }
 
     pub fn new(cfg: &ProxyConfig) -> std::io::Result<Proxy> {

@@ -970,9 +970,10 @@ impl RuleLayers {
 /// `auth`: the route's; the fields a forward-auth service's answer sets on the request
 /// (a user's name, say) join the key, for the upstream answers by them.
 /// `trusts`: the route's proxy keeps a trusted peer's `X-Forwarded-Proto`,
-/// `X-Forwarded-Host` and `Forwarded`, which then join the key: the upstream builds its
+/// `X-Forwarded-Host` and the like, which then join the key: the upstream builds its
 /// links and redirects from them, and a load balancer's plain-HTTP `X-Forwarded-Proto:
-/// http` must not file a redirect to https under the key its https clients use.
+/// http` must not file a redirect to https under the key its https clients use. An
+/// untrusted peer's claims in them are taken off before the cache (`Endpoint`).
 /// `kept`: the store a reload keeps from the previous table, made for the same settings.
 fn cache_layer(
     i: usize,
@@ -983,7 +984,11 @@ fn cache_layer(
 ) -> io::Result<gatehouse_layers::cache::CacheLayer> {
     let mut granted = granted_fields(auth);
     if trusts {
-        granted.extend(["x-forwarded-proto", "x-forwarded-host", "forwarded"].map(String::from));
+        granted.extend(
+            crate::proxy::headers::KEYED_WHEN_TRUSTED
+                .iter()
+                .map(|n| n.to_string()),
+        );
     }
     let layer = gatehouse_layers::cache::CacheLayer::new();
     let layer = match &kept {

@@ -228,12 +228,19 @@ where
             // test below), for one allocation on cached routes only.
             RouteService::Cached(c) => {
                 connection_scheme(&mut req);
+                let peer = req.body().conn.peer.map(|p| p.ip());
+                c.get_ref().0.drop_untrusted_claims(&mut req, peer);
                 Kind::Cached {
                     fut: Box::pin(c.call(req)),
                 }
             }
             RouteService::CachedCompressed(c) => {
                 connection_scheme(&mut req);
+                let peer = req.body().conn.peer.map(|p| p.ip());
+                c.get_ref()
+                    .get_ref()
+                    .0
+                    .drop_untrusted_claims(&mut req, peer);
                 Kind::CachedCompressed {
                     fut: Box::pin(c.call(req)),
                 }

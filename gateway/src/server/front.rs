@@ -256,22 +256,29 @@ enum Named {
 /// took a field that a route's rule had set from the upstream's request, and the cache
 /// stored the answer to that request for every client.
 fn connection_named(fields: &http::HeaderMap) -> Named {
-    let (mut doomed, mut kept, mut others) = (Vec::new(), Vec::new(), false);
-    let tokens = fields
-        .get_all(CONNECTION)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-        .map(<[u8]>::trim_ascii)
-        .filter(|t| !t.is_empty());
-    for t in tokens {
-        if [&b"close"[..], b"keep-alive", b"upgrade"]
+    let tokens = || {
+        fields
+            .get_all(CONNECTION)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .map(<[u8]>::trim_ascii)
+            .filter(|t| !t.is_empty())
+    };
+    let plain = |t: &[u8]| {
+        [&b"close"[..], b"keep-alive", b"upgrade"]
             .iter()
             .any(|k| t.eq_ignore_ascii_case(k))
-        {
+    };
+    // `Connection: keep-alive` (HTTP/1.0 clients, many load balancers) costs no allocation.
+    if tokens().all(plain) {
+        return Named::Nothing;
+    }
+    let (mut doomed, mut kept) = (Vec::new(), Vec::new());
+    for t in tokens() {
+        if plain(t) {
             kept.push(t.to_ascii_lowercase());
             continue;
         }
-        others = true;
         let Ok(name) = http::HeaderName::from_bytes(t) else {
             continue;
         };
@@ -281,9 +288,6 @@ fn connection_named(fields: &http::HeaderMap) -> Named {
         if name != CONNECTION && fields.contains_key(&name) {
             doomed.push(name);
         }
-    }
-    if !others {
-        return Named::Nothing;
     }
     let kept = (!kept.is_empty())
         .then(|| HeaderValue::from_bytes(&kept.join(&b", "[..])).ok())

@@ -242,8 +242,9 @@ pub enum NotStored {
     /// The response sets a cookie.
     SetCookie,
     /// `Vary: *` never matches a later request (§4.1); nor does a `Vary` on a field a
-    /// proxy writes for each client (`X-Forwarded-For`, `Forwarded`), whose value the
-    /// upstream saw is not the one the request came with.
+    /// proxy writes for each client (`X-Forwarded-For`, `Forwarded`, and `X-Real-IP`,
+    /// `True-Client-IP`, `X-Client-IP` when a route sets them), whose value the upstream
+    /// saw is not the one the request came with.
     VaryStar,
     /// Nothing in the response makes it storable (§3: no explicit freshness, not `public`,
     /// and a status that is not heuristically cacheable).
@@ -303,10 +304,18 @@ pub fn storable(
     // A client's own X-Forwarded-For is replaced by its address on the way upstream: keyed
     // by what the client sent (nothing, say), one client's answer for its address went to
     // every client that sent the same (found in review).
+    // The same for the fields a route sets to the client's address (X-Real-IP and kin).
     let per_client = |f: &[u8]| {
         f == b"*"
-            || f.eq_ignore_ascii_case(b"x-forwarded-for")
-            || f.eq_ignore_ascii_case(b"forwarded")
+            || [
+                &b"x-forwarded-for"[..],
+                b"forwarded",
+                b"x-real-ip",
+                b"true-client-ip",
+                b"x-client-ip",
+            ]
+            .iter()
+            .any(|n| f.eq_ignore_ascii_case(n))
     };
     if response.get_all(VARY).iter().any(|v| {
         v.as_bytes()
@@ -773,7 +782,7 @@ mod tests {
             Err(NotStored::VaryStar)
         );
         // A field the proxy writes for each client: what the upstream saw is not keyed.
-        for vary in ["X-Forwarded-For", "accept,forwarded"] {
+        for vary in ["X-Forwarded-For", "accept,forwarded", "X-Real-IP"] {
             assert_eq!(
                 store(&[], 200, &[("cache-control", "max-age=60"), ("vary", vary)]),
                 Err(NotStored::VaryStar),

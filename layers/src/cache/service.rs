@@ -157,7 +157,7 @@ where
         // A GET with a body (a search's query, GraphQL over GET) goes upstream with it: its
         // answer is about that body, which no key holds.
         if method != Method::GET && !head
-            || !req.body().is_end_stream()
+            || !(req.body().is_end_stream() || req.body().size_hint().exact() == Some(0))
             || (asked.authorization && !s.store_authorized)
             || (asked.cookie && key::cookies_ambiguous(req.headers(), &s.parts.cookies))
         {
