@@ -326,18 +326,13 @@ pub(crate) fn drop_forwarding(h: &mut HeaderMap, keep: u16) {
 
 /// The forwarding fields a trusted proxy's claims are kept in, and that a cache in front
 /// of such a route keys by: the upstream builds links and redirects from them. Not
-/// `Forwarded`, whose `for=` names each client (a key per client), nor the address claims.
-pub(crate) const KEYED_WHEN_TRUSTED: [&str; 9] = [
-    "x-forwarded-proto",
-    "x-forwarded-host",
-    "x-forwarded-scheme",
-    "x-forwarded-ssl",
-    "x-forwarded-port",
-    "x-forwarded-prefix",
-    "x-forwarded-server",
-    "x-original-url",
-    "x-rewrite-url",
-];
+/// `Forwarded`, whose `for=` names each client (a key per client), nor the address claims
+/// (the first three [`CLAIMS`]).
+pub(crate) fn keyed_when_trusted() -> impl Iterator<Item = &'static HeaderName> {
+    [&X_FORWARDED_PROTO, &X_FORWARDED_HOST]
+        .into_iter()
+        .chain(CLAIMS[3..].iter())
+}
 
 /// Which of the [`CLAIMS`] are in `names` (those a route's rules set), as a bit set.
 pub(crate) fn claims_set<'a>(names: impl IntoIterator<Item = &'a HeaderName>) -> u16 {

@@ -984,11 +984,7 @@ fn cache_layer(
 ) -> io::Result<gatehouse_layers::cache::CacheLayer> {
     let mut granted = granted_fields(auth);
     if trusts {
-        granted.extend(
-            crate::proxy::headers::KEYED_WHEN_TRUSTED
-                .iter()
-                .map(|n| n.to_string()),
-        );
+        granted.extend(crate::proxy::headers::keyed_when_trusted().map(|n| n.to_string()));
     }
     let layer = gatehouse_layers::cache::CacheLayer::new();
     let layer = match &kept {
