@@ -20,7 +20,7 @@ import json, sys, os
 out = sys.argv[1]
 servers = ["gatehouse"] if os.environ.get("ONLY") else ["gatehouse", "nginx", "caddy"]
 rows = json.load(open(os.path.join(out, "bench-results.json")))
-keys = {"scenario", "server", "round", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "rss_mib", "requests", "errors"}
+keys = {"scenario", "server", "round", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "metrics_cpu_us_per_req", "cpu_user_share", "rss_mib", "requests", "errors"}
 passed = failed = 0
 def check(cond, what):
     global passed, failed
@@ -52,6 +52,8 @@ for r in rows:
     check(r["errors"] == 0, f"{name}: {r['errors']} errors")
     check(r["cpu_us_per_req"] is not None and r["cpu_us_per_req"] > 0, f"{name}: CPU per request")
     check(r["rss_mib"] > 0, f"{name}: peak RSS")
+    share = r["cpu_user_share"]
+    check(share is not None and 0 <= share <= 1, f"{name}: user space's share of the CPU {share}")
     m = r["metrics_cpu_us_per_req"]
     if r["server"] == "gatehouse":
         # gatehouse's own /metrics must tell the same CPU per request as /proc, within 10%
