@@ -31,6 +31,19 @@ use std::sync::OnceLock;
 const XFF: &str = "x-forwarded-for";
 const XFP: &str = "x-forwarded-proto";
 const XFH: &str = "x-forwarded-host";
+/// The fields backends read as what an earlier proxy saw (`proxy::headers`' claims).
+const CLAIMS: [&str; 10] = [
+    "x-real-ip",
+    "true-client-ip",
+    "x-client-ip",
+    "x-forwarded-scheme",
+    "x-forwarded-ssl",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-server",
+    "x-original-url",
+    "x-rewrite-url",
+];
 
 const NAMES: &[&str] = &[
     "connection",
@@ -226,9 +239,18 @@ fuzz_target!(|data: &[u8]| {
         assert!(trust, "{peer:?} is in 10.0.0.0/8");
     }
     let before = h.clone();
-    let touched = |k: &HeaderName| [XFF, XFP, XFH].contains(&k.as_str()) || *k == FORWARDED;
+    let touched = |k: &HeaderName| {
+        [XFF, XFP, XFH].contains(&k.as_str()) || *k == FORWARDED || CLAIMS.contains(&k.as_str())
+    };
     forward(&mut h, peer, scheme, trusted_set(), input.rfc7239);
     assert_eq!(others(&h, &touched), others(&before, &touched));
+    // What earlier proxies saw: an untrusted peer's claims are dropped, a trusted one's kept.
+    for c in CLAIMS {
+        match trust {
+            true => assert_eq!(values(&h, c), values(&before, c), "{c}"),
+            false => assert!(values(&h, c).is_empty(), "an untrusted {c} was kept"),
+        }
+    }
 
     let client = peer.map_or("unknown".to_string(), |p| canonical(p).to_string());
     let xff = values(&h, XFF);
