@@ -58,6 +58,11 @@ pub struct Config {
     pub acme: Option<AcmeConfig>,
     /// Prometheus metrics at the admin listener's `/metrics`.
     pub metrics: MetricsConfig,
+    /// `[access_log]`: the log of the requests no route answers, those the listener's
+    /// checks refuse and those that match no route, which nginx's server-level log has.
+    /// Routes log with their own `[routes.access_log]`; naming the same file shares it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<AccessLogConfig>,
     pub routes: Vec<Route>,
 }
 
@@ -130,6 +135,7 @@ impl Default for Config {
             tls: None,
             acme: None,
             metrics: MetricsConfig::default(),
+            access_log: None,
             routes: Vec::new(),
         }
     }
@@ -774,7 +780,7 @@ pub struct AccessConfig {
     pub trusted_proxies: Vec<String>,
 }
 
-/// `[routes.access_log]`.
+/// `[routes.access_log]`, and `[access_log]` for requests no route answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AccessLogConfig {

@@ -48,6 +48,9 @@ pub(crate) fn normalise_and_validate(
         c.err("limits.max_headers", "must be at least 1");
     }
     check_h2_send_buffer(&mut c, &config.limits);
+    if let Some(log) = &config.access_log {
+        check_access_log(&mut c, "access_log", log);
+    }
     for (key, d) in [
         ("timeouts.header_read", config.timeouts.header_read),
         ("timeouts.keep_alive", config.timeouts.keep_alive),
@@ -139,24 +142,7 @@ pub(crate) fn normalise_and_validate(
         }
 
         if let Some(log) = &route.access_log {
-            let k = format!("{k}.access_log");
-            if log.path.is_empty() {
-                c.err(format!("{k}.path"), "a file path, or \"stdout\"");
-            } else if log.path != "stdout" {
-                let parent = Path::new(&log.path)
-                    .parent()
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .unwrap_or(Path::new("."));
-                if !parent.is_dir() {
-                    c.err(
-                        format!("{k}.path"),
-                        format!("{} is not a directory", parent.display()),
-                    );
-                }
-            }
-            if log.max_pending == 0 {
-                c.err(format!("{k}.max_pending"), "must be at least 1");
-            }
+            check_access_log(&mut c, &format!("{k}.access_log"), log);
         }
 
         if let Some(a) = &route.auth {
@@ -1004,5 +990,25 @@ fn check_cors(c: &mut Collector, k: &str, cors: &crate::CorsConfig) {
                 );
             }
         }
+    }
+}
+
+fn check_access_log(c: &mut Collector<'_>, k: &str, log: &crate::AccessLogConfig) {
+    if log.path.is_empty() {
+        c.err(format!("{k}.path"), "a file path, or \"stdout\"");
+    } else if log.path != "stdout" {
+        let parent = Path::new(&log.path)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            c.err(
+                format!("{k}.path"),
+                format!("{} is not a directory", parent.display()),
+            );
+        }
+    }
+    if log.max_pending == 0 {
+        c.err(format!("{k}.max_pending"), "must be at least 1");
     }
 }

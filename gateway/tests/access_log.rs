@@ -254,3 +254,76 @@ fn a_template_with_an_unknown_field_names_its_key() {
         "{e}"
     );
 }
+
+#[test]
+fn requests_no_route_answers_go_to_the_server_level_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let routed = dir.path().join("routed.log");
+    let unrouted = dir.path().join("unrouted.log");
+    let s = TestServer::site(&format!(
+        "[access_log]\npath = {:?}\n[[routes]]\nhosts = [\"a.test\"]\n[routes.static]\n[routes.access_log]\npath = {:?}\n",
+        unrouted.display().to_string(),
+        routed.display().to_string()
+    ));
+    let ok = send(s.addr, "GET /index.html HTTP/1.1\r\nHost: a.test\r\n\r\n");
+    assert_eq!(ok.status, 200);
+    // Matches no route.
+    let missing = send(s.addr, "GET /x?q=1 HTTP/1.1\r\nHost: b.test\r\n\r\n");
+    assert_eq!(missing.status, 404);
+    // Refused by the listener's checks before routing (RFC 9110 §7.6.1).
+    let refused = send(
+        s.addr,
+        "GET /index.html HTTP/1.1\r\nHost: a.test\r\nConnection: host\r\n\r\n",
+    );
+    assert_eq!(refused.status, 400);
+    let bad_host = send(s.addr, "GET /y HTTP/1.1\r\nHost: a..b\r\n\r\n");
+    assert_eq!(bad_host.status, 400);
+    let router = s.router.clone();
+    assert!(s.shutdown());
+    router.close_logs();
+    let r = lines(&routed);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(
+        r[0].contains("\"GET /index.html HTTP/1.1\" 200 "),
+        "{}",
+        r[0]
+    );
+    let u = lines(&unrouted);
+    assert_eq!(u.len(), 3, "{u:?}");
+    assert!(u[0].starts_with("127.0.0.1 - - ["), "{}", u[0]);
+    assert!(u[0].contains("\"GET /x?q=1 HTTP/1.1\" 404 "), "{}", u[0]);
+    assert!(
+        u[1].contains("\"GET /index.html HTTP/1.1\" 400 "),
+        "{}",
+        u[1]
+    );
+    assert!(u[2].contains("\"GET /y HTTP/1.1\" 400 "), "{}", u[2]);
+}
+
+#[test]
+fn a_bad_server_level_log_names_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = format!(
+        "root = {:?}\n[access_log]\npath = {:?}\n",
+        fixtures().join("site").display().to_string(),
+        dir.path().join("no/such/dir/a.log").display().to_string()
+    );
+    let e = load_config(toml).err().expect("refused");
+    assert!(
+        e.contains("access_log.path") && e.contains("not a directory"),
+        "{e}"
+    );
+    let toml = format!(
+        "root = {:?}\n[access_log]\ntemplate = \"$remote_addr $http_cookie\"\n",
+        fixtures().join("site").display().to_string()
+    );
+    let config = load_config(toml).unwrap();
+    let e = gatehouse::router::build(&config)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.starts_with("access_log.template") && e.contains("http_cookie"),
+        "{e}"
+    );
+}

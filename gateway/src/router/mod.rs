@@ -28,7 +28,7 @@ use arc_swap::ArcSwap;
 use gatehouse_config::{
     AccessLogConfig, Coding, CompressionConfig, Config, LogFormat, Route, StaticConfig,
 };
-use gatehouse_layers::access_log::{AccessLog, Destination, Format, LogWriter, Rotation};
+use gatehouse_layers::access_log::{AccessLog, Destination, Format, LogWriter, Record, Rotation};
 use gatehouse_layers::auth::{
     Auth, AuthLayer, BasicAuth, ForwardAuth, ForwardOptions, JwksOptions, JwtAuth, JwtOptions,
 };
@@ -324,6 +324,8 @@ struct Table {
     /// Each proxy once (a route is in as many groups as it has hosts), for background work.
     proxies: Vec<Proxy>,
     caches: Vec<RouteCaches>,
+    /// `[access_log]`: where requests no route answers are logged.
+    unrouted_log: Option<AccessLog>,
     /// Unique to this table in the process.
     generation: u64,
 }
@@ -395,9 +397,10 @@ pub fn build_with(config: &Config, mounts: Mounts) -> io::Result<GatewayRouter> 
 
 type Logs = std::sync::Mutex<HashMap<Destination, LogWriter>>;
 
-/// The route's access log, with the writer of its destination (opened once, and shared).
-fn access_log(i: usize, cfg: &AccessLogConfig, logs: &Logs) -> io::Result<AccessLog> {
-    let key = |f: &str| format!("routes.{i}.access_log.{f}");
+/// The access log configured at `at` (`routes.0.access_log`), with the writer of its
+/// destination (opened once, and shared).
+fn access_log(at: &str, cfg: &AccessLogConfig, logs: &Logs) -> io::Result<AccessLog> {
+    let key = |f: &str| format!("{at}.{f}");
     let format = match &cfg.template {
         Some(t) => Format::template(t)
             .map_err(|e| io::Error::other(format!("{}: {e}", key("template"))))?,
@@ -449,7 +452,7 @@ fn build_table(
     let mut caches = Vec::new();
     for (i, route) in config.routes.iter().enumerate() {
         let log = match &route.access_log {
-            Some(cfg) => Some(access_log(i, cfg, logs)?),
+            Some(cfg) => Some(access_log(&format!("routes.{i}.access_log"), cfg, logs)?),
             None => None,
         };
         let made_for = StoreFor::of(route);
@@ -622,8 +625,13 @@ fn build_table(
     wildcard.iter_mut().for_each(|(_, g)| sort(g));
     wildcard.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
     let by_host = !exact.is_empty() || !wildcard.is_empty();
+    let unrouted_log = match &config.access_log {
+        Some(cfg) => Some(access_log("access_log", cfg, logs)?),
+        None => None,
+    };
     static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Ok(Table {
+        unrouted_log,
         exact,
         wildcard,
         any,
@@ -1297,9 +1305,13 @@ impl GatewayRouter {
                     _ => plain(status, "bad request\n"),
                 };
                 let started = self.unrouted.map(|m| (m, m.start(req.method())));
+                let log = table
+                    .unrouted_log
+                    .as_ref()
+                    .map(|l| (Box::new(Record::start(&req, conn.peer)), l.clone()));
                 return RouterFuture {
                     kind: RouterKind::Unrouted {
-                        fut: ObserveFuture::new(Ready(Some(res)), None, started),
+                        fut: ObserveFuture::new(Ready(Some(res)), log, started),
                     },
                 };
             }
@@ -1388,6 +1400,11 @@ impl GatewayRouter {
     /// Where requests are counted before (or without) a route; `None` with metrics off.
     pub(crate) fn unrouted_metrics(&self) -> Option<&'static RouteMetrics> {
         self.unrouted
+    }
+
+    /// `[access_log]`, where requests refused before routing are logged, if anywhere.
+    pub(crate) fn unrouted_log(&self) -> Option<AccessLog> {
+        self.table.load().unrouted_log.clone()
     }
 
     /// Each route's caches, for the metrics.

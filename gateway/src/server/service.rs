@@ -11,6 +11,7 @@ use crate::body::{BoxError, GateBody, ObservedBody};
 use crate::proxy::ConnInfo;
 use crate::router::{GatewayRouter, RouterFuture};
 use bytes::Bytes;
+use gatehouse_layers::access_log::{AccessLog, LogEnd, Record};
 use gatehouse_layers::metrics::{MetricsEnd, RouteMetrics};
 use gatehouse_layers::watched::{Both, Watched};
 use http::{Request, Response, StatusCode};
@@ -41,6 +42,11 @@ pub trait Serve: Clone + Send + Sync + Unpin + 'static {
     fn unrouted(&self) -> Option<&'static RouteMetrics> {
         None
     }
+
+    /// Where requests refused before reaching a route are logged, if anywhere.
+    fn unrouted_log(&self) -> Option<AccessLog> {
+        None
+    }
 }
 
 impl Serve for GatewayRouter {
@@ -62,6 +68,10 @@ impl Serve for GatewayRouter {
 
     fn unrouted(&self) -> Option<&'static RouteMetrics> {
         self.unrouted_metrics()
+    }
+
+    fn unrouted_log(&self) -> Option<AccessLog> {
+        GatewayRouter::unrouted_log(self)
     }
 }
 
@@ -178,7 +188,7 @@ impl<T: Serve> Fronted<T> {
     }
 
     pub(crate) fn serve(&self, req: Request<Incoming>, conn: ConnInfo) -> FrontFuture<T::Future> {
-        self.front(req, false, None, |req| self.inner.serve(req, conn))
+        self.front(req, conn, false, None, |req| self.inner.serve(req, conn))
     }
 
     /// `early`: the request came in 0-RTT data, before its client's handshake was done.
@@ -191,12 +201,15 @@ impl<T: Serve> Fronted<T> {
         early: bool,
         refused: Option<(StatusCode, &'static str)>,
     ) -> FrontFuture<T::Http3Future> {
-        self.front(req, early, refused, |req| self.inner.serve_http3(req, conn))
+        self.front(req, conn, early, refused, |req| {
+            self.inner.serve_http3(req, conn)
+        })
     }
 
     fn front<B, F>(
         &self,
         mut req: Request<B>,
+        conn: ConnInfo,
         in_early_data: bool,
         refused: Option<(StatusCode, &'static str)>,
         inner: impl FnOnce(Request<B>) -> F,
@@ -220,16 +233,19 @@ impl<T: Serve> Fronted<T> {
             None => FrontKind::Inner { fut: inner(req) },
             Some(res) => {
                 let (parts, body) = res.into_parts();
-                let body = match self.inner.unrouted() {
-                    Some(metrics) => {
-                        let end = MetricsEnd {
-                            metrics,
-                            started: metrics.start(req.method()),
-                            status: parts.status.as_u16(),
-                        };
-                        Watched::new(body, Both(None, Some(end)))
-                    }
-                    None => Watched::passthrough(body),
+                let metrics = self.inner.unrouted().map(|metrics| MetricsEnd {
+                    metrics,
+                    started: metrics.start(req.method()),
+                    status: parts.status.as_u16(),
+                });
+                let log = self.inner.unrouted_log().map(|log| {
+                    let mut record = Box::new(Record::start(&req, conn.peer));
+                    record.respond(parts.status, &parts.extensions);
+                    LogEnd { record, log }
+                });
+                let body = match (log, metrics) {
+                    (None, None) => Watched::passthrough(body),
+                    (log, metrics) => Watched::new(body, Both(log, metrics)),
                 };
                 FrontKind::Early {
                     res: Some(Response::from_parts(parts, body)),
