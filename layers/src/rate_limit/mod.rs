@@ -116,7 +116,9 @@ impl RateLimiter {
             .unwrap_or_else(|e| e.into_inner());
         if shard.len() >= i.per_shard && !shard.contains_key(&key) {
             let (burst, per_ms) = (i.burst, i.per_ms);
-            shard.retain(|_, b| b.tokens + (now - b.at_ms) as f64 * per_ms < burst);
+            // `now` was read before the lock: another thread may have stamped a bucket
+            // later since.
+            shard.retain(|_, b| b.tokens + now.saturating_sub(b.at_ms) as f64 * per_ms < burst);
             if shard.len() >= i.per_shard {
                 // A flood of distinct clients: forget half, in no order (amortised O(1)
                 // per new client; those forgotten start again with a full bucket).
@@ -196,6 +198,32 @@ pub fn too_many_requests(wait: Duration) -> http::Response<bytes::Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_shard_stamped_after_now_does_not_overflow() {
+        // As when other threads stamp buckets between this one's clock read and its lock.
+        let l = RateLimiter::with_capacity(1.0, 1, 16 * SHARDS);
+        let new: IpAddr = "192.0.2.200".parse().unwrap();
+        let shard = shard_of(bucket_key(new));
+        {
+            let mut s = l.inner.shards[shard].lock().unwrap();
+            let mut n = 0u32;
+            while s.len() < l.inner.per_shard {
+                let ip = IpAddr::from([10, (n >> 16) as u8, (n >> 8) as u8, n as u8]);
+                n += 1;
+                if shard_of(bucket_key(ip)) == shard {
+                    s.insert(
+                        bucket_key(ip),
+                        Bucket {
+                            tokens: 0.0,
+                            at_ms: u64::MAX / 2,
+                        },
+                    );
+                }
+            }
+        }
+        assert!(l.check(new).is_ok());
+    }
 
     #[test]
     fn a_burst_then_the_rate() {
