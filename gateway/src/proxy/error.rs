@@ -11,6 +11,10 @@ use http::StatusCode;
 pub enum ErrorKind {
     /// No connection could be made: nothing of the request went out. 502.
     ConnectFailed,
+    /// gatehouse itself could not open the connection: out of file descriptors, memory or
+    /// local ports. 502, not held against the upstream (which was never reached); nothing
+    /// went out, so another may be tried.
+    NoLocalResources,
     /// Refused, reset, or a bad response head, once connected. 502.
     UpstreamFailed,
     /// No response head within the response timeout, for a request sent in full. 504.
@@ -48,6 +52,8 @@ impl ProxyError {
             ErrorKind::ClientBodyFailed
         } else if blame == Blame::Client {
             ErrorKind::ClientStalled
+        } else if e.is_connect() && local_shortage(&e) {
+            ErrorKind::NoLocalResources
         } else if e.is_connect() {
             ErrorKind::ConnectFailed
         } else {
@@ -57,7 +63,7 @@ impl ProxyError {
             kind,
             // Only a connection never made left nothing sent, so only that may be tried
             // again elsewhere.
-            retry: kind == ErrorKind::ConnectFailed,
+            retry: matches!(kind, ErrorKind::ConnectFailed | ErrorKind::NoLocalResources),
             source: Some(e),
         }
     }
@@ -97,9 +103,10 @@ impl ProxyError {
     /// What the client is answered.
     pub(super) fn answer(&self) -> Refused {
         let (status, text) = match self.kind {
-            ErrorKind::ConnectFailed | ErrorKind::UpstreamFailed | ErrorKind::ClientStalled => {
-                (StatusCode::BAD_GATEWAY, "bad gateway\n")
-            }
+            ErrorKind::ConnectFailed
+            | ErrorKind::NoLocalResources
+            | ErrorKind::UpstreamFailed
+            | ErrorKind::ClientStalled => (StatusCode::BAD_GATEWAY, "bad gateway\n"),
             ErrorKind::ResponseTimeout | ErrorKind::UnsentTimeout => {
                 (StatusCode::GATEWAY_TIMEOUT, "gateway timeout\n")
             }
@@ -118,6 +125,7 @@ impl std::fmt::Display for ProxyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let what = match self.kind {
             ErrorKind::ConnectFailed => "could not connect",
+            ErrorKind::NoLocalResources => "could not open a connection here",
             ErrorKind::UpstreamFailed => "upstream request failed",
             ErrorKind::ResponseTimeout => "no response in time",
             ErrorKind::UnsentTimeout => "no response in time, the request body still unsent",
@@ -144,6 +152,25 @@ fn chain<'a>(
     e: &'a (dyn std::error::Error + 'static),
 ) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
     std::iter::successors(Some(e), |err| err.source())
+}
+
+/// Whether the connection failed for want of this process's or host's own resources, not
+/// the upstream's doing: a client holding every descriptor must not get upstreams ejected.
+fn local_shortage(e: &(dyn std::error::Error + 'static)) -> bool {
+    chain(e).any(|err| {
+        err.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|code| {
+                matches!(
+                    code,
+                    libc::EMFILE
+                        | libc::ENFILE
+                        | libc::ENOBUFS
+                        | libc::ENOMEM
+                        | libc::EADDRNOTAVAIL
+                )
+            })
+    })
 }
 
 /// An error hyper's client reports as the user's: the request body it was sending failed.
@@ -191,6 +218,27 @@ mod tests {
                 502,
                 true,
                 false,
+            ),
+            // Out of descriptors or local ports: this process's shortage, not the upstream's.
+            (
+                ProxyError::of(
+                    SendError::Connect(std::io::Error::from_raw_os_error(libc::EMFILE)),
+                    Blame::Upstream,
+                ),
+                ErrorKind::NoLocalResources,
+                502,
+                false,
+                true,
+            ),
+            (
+                ProxyError::of(
+                    SendError::Connect(std::io::Error::from_raw_os_error(libc::EADDRNOTAVAIL)),
+                    Blame::Upstream,
+                ),
+                ErrorKind::NoLocalResources,
+                502,
+                false,
+                true,
             ),
             // A client stalling its upload makes even a refused connection not the upstream's.
             (
