@@ -31,3 +31,17 @@ mod tests {
         assert_eq!(strip_port("[::1]"), "[::1]");
     }
 }
+
+/// What takes a connection over once its request upgrades (the proxy's WebSocket tunnel)
+/// keeps this, found in the request's extensions, while it runs: the server counts the
+/// connection open, against `limits.max_connections`, until the last copy is dropped.
+#[derive(Clone)]
+pub(crate) struct ConnHold {
+    _held: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl ConnHold {
+    pub(crate) fn new(held: std::sync::Arc<dyn std::any::Any + Send + Sync>) -> ConnHold {
+        ConnHold { _held: held }
+    }
+}

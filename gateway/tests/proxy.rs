@@ -697,10 +697,9 @@ fn at_most_pool_max_idle_connections_are_kept() {
     assert_eq!(open.load(Ordering::SeqCst), 1);
 }
 
-#[test]
-fn websocket_upgrades_are_tunnelled_both_ways() {
-    // A backend that accepts `Upgrade: websocket` and then echoes whatever bytes come.
-    let addr = serve_each(loopback(), |stream| async move {
+/// A backend that accepts `Upgrade: websocket` and then echoes whatever bytes come.
+fn websocket_echo() -> SocketAddr {
+    serve_each(loopback(), |stream| async move {
         let svc = hyper::service::service_fn(
             |mut req: http::Request<hyper::body::Incoming>| async move {
                 let asked = req.headers().get("upgrade").map(|v| v.as_bytes().to_vec());
@@ -729,21 +728,73 @@ fn websocket_upgrades_are_tunnelled_both_ways() {
             .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
             .with_upgrades()
             .await;
-    });
+    })
+}
+
+const WS_UPGRADE: &str = "GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+#[test]
+fn websocket_upgrades_are_tunnelled_both_ways() {
+    let addr = websocket_echo();
     let s = start(&proxy_toml(&[url(addr)], ""));
     let mut c = Conn::open(s.addr);
-    let r = c.request(
-        "GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-    );
+    let r = c.request(WS_UPGRADE);
     assert_eq!(r.status, 101);
     assert_eq!(r.header("upgrade"), Some("websocket"));
-    use std::io::{Read, Write};
     for msg in ["hello", "through the proxy", "and back"] {
-        c.stream.write_all(msg.as_bytes()).unwrap();
-        let mut buf = vec![0u8; msg.len()];
-        c.stream.read_exact(&mut buf).unwrap();
-        assert_eq!(buf, msg.as_bytes());
+        ws_echo(&mut c, msg);
     }
+}
+
+fn ws_echo(c: &mut Conn, msg: &str) {
+    use std::io::{Read, Write};
+    c.stream.write_all(msg.as_bytes()).unwrap();
+    let mut buf = vec![0u8; msg.len()];
+    c.stream.read_exact(&mut buf).unwrap();
+    assert_eq!(buf, msg.as_bytes());
+}
+
+#[test]
+fn a_tunnel_counts_as_open_and_closes_when_idle() {
+    let addr = websocket_echo();
+    let s = start(&proxy_toml(
+        &[url(addr)],
+        "body_idle_timeout = \"1s\"\n[limits]\nmax_connections = 2\n",
+    ));
+    let mut a = Conn::open(s.addr);
+    assert_eq!(a.request(WS_UPGRADE).status, 101);
+    let mut b = Conn::open(s.addr);
+    assert_eq!(b.request(WS_UPGRADE).status, 101);
+    // hyper is done with both connections once their tunnels carry bytes; the tunnels
+    // still count, so a third connection is over `max_connections`.
+    ws_echo(&mut a, "a");
+    ws_echo(&mut b, "b");
+    assert_eq!(s.handle().connections(), 2);
+    let mut c = Conn::open(s.addr);
+    assert!(
+        c.closed_within(Duration::from_secs(2)),
+        "a third connection was served"
+    );
+    // Kept busy, a tunnel outlives the idle timeout; left silent, it is closed.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(1500) {
+        ws_echo(&mut a, "ping");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        b.closed_within(Duration::from_secs(3)),
+        "an idle tunnel stayed open"
+    );
+    ws_echo(&mut a, "still open");
+    assert!(
+        a.closed_within(Duration::from_secs(3)),
+        "an idle tunnel stayed open"
+    );
+    let started = std::time::Instant::now();
+    while s.handle().connections() > 0 && started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(s.handle().connections(), 0);
 }
 
 #[test]

@@ -139,7 +139,7 @@ impl Inner {
         guard: Option<InFlight>,
         asked: std::time::Instant,
         lent: Option<pool::Lent>,
-        client_upgrade: &mut Option<hyper::upgrade::OnUpgrade>,
+        client_upgrade: &mut Option<ClientSide>,
     ) -> Response<ProxyBody> {
         let took = asked.elapsed();
         up.metrics.response.record(took);
@@ -151,7 +151,7 @@ impl Inner {
                 .get(UPGRADE)
                 .is_some_and(|v| allowed_protocols(v, &self.upgrades).is_some());
             if let (Some(client_side), true) = (client_upgrade.take(), allowed) {
-                return tunnel(res, client_side);
+                return tunnel(res, client_side, self.body_idle);
             }
             // A 101 nobody asked for can't be relayed.
             return plain(StatusCode::BAD_GATEWAY, "bad gateway\n");
@@ -282,7 +282,7 @@ pub(super) trait Transport {
     ) -> Result<(Response<UpstreamRes>, Option<pool::Lent>), ProxyError>;
 
     /// The client's side of the upgrade it asked for, if it did.
-    fn take_upgrade(&mut self) -> Option<hyper::upgrade::OnUpgrade> {
+    fn take_upgrade(&mut self) -> Option<ClientSide> {
         None
     }
 }
@@ -340,7 +340,7 @@ pub(super) struct ViaHyper {
     path: PathAndQuery,
     body: Option<ReqBody>,
     progress: Option<Arc<Progress>>,
-    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    client_upgrade: Option<ClientSide>,
     client_host: Option<HeaderValue>,
     may_retry: bool,
 }
@@ -420,7 +420,7 @@ impl Transport for ViaHyper {
         }
     }
 
-    fn take_upgrade(&mut self) -> Option<hyper::upgrade::OnUpgrade> {
+    fn take_upgrade(&mut self) -> Option<ClientSide> {
         self.client_upgrade.take()
     }
 }

@@ -170,7 +170,11 @@ impl Inner {
         };
         let client_upgrade = upgrade
             .as_ref()
-            .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>());
+            .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>())
+            .map(|on| ClientSide {
+                on,
+                hold: parts.extensions.remove::<crate::http_util::ConnHold>(),
+            });
         let host_field = parts.headers.get(HOST).cloned();
         let client_host = host_field.clone().or_else(|| {
             parts
@@ -276,7 +280,7 @@ impl Refused {
 
 /// What every attempt at a request shares, once its head is ready.
 pub(super) struct Prepared {
-    pub(super) client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    pub(super) client_upgrade: Option<ClientSide>,
     pub(super) client_host: Option<HeaderValue>,
     pub(super) key: Option<u64>,
     pub(super) replayable: bool,

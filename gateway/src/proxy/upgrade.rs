@@ -40,20 +40,52 @@ pub(super) fn allowed_protocols(v: &HeaderValue, allowed: &[Box<str>]) -> Option
     HeaderValue::from_str(&kept.join(", ")).ok()
 }
 
-/// Relays a 101 and joins the two upgraded connections until either side closes.
+/// The client's side of an upgrade it asked for: hyper's handle on its connection, and
+/// what keeps that connection counted open by the server while the tunnel runs.
+pub(super) struct ClientSide {
+    pub(super) on: hyper::upgrade::OnUpgrade,
+    pub(super) hold: Option<crate::http_util::ConnHold>,
+}
+
+/// Relays a 101 and joins the two upgraded connections until either side closes, or
+/// neither sends a byte for `idle` (as nginx's `proxy_read_timeout` closes a WebSocket):
+/// a silent tunnel held two descriptors and an upstream connection for ever.
 pub(super) fn tunnel(
     mut res: Response<UpstreamRes>,
-    client_side: hyper::upgrade::OnUpgrade,
+    client_side: ClientSide,
+    idle: Duration,
 ) -> Response<ProxyBody> {
     let upstream_side = hyper::upgrade::on(&mut res);
     let proto = res.headers().get(UPGRADE).cloned();
+    let ClientSide { on, hold } = client_side;
     tokio::spawn(async move {
-        match (client_side.await, upstream_side.await) {
+        let _hold = hold;
+        match (on.await, upstream_side.await) {
             (Ok(c), Ok(u)) => {
-                let mut c = hyper_util::rt::TokioIo::new(c);
-                let mut u = hyper_util::rt::TokioIo::new(u);
-                if let Err(e) = tokio::io::copy_bidirectional(&mut c, &mut u).await {
-                    tracing::debug!("tunnel closed: {e}");
+                let last = Arc::new(AtomicU64::new(0));
+                let since = tokio::time::Instant::now();
+                let mut c = Touched::new(hyper_util::rt::TokioIo::new(c), &last, since);
+                let mut u = Touched::new(hyper_util::rt::TokioIo::new(u), &last, since);
+                let copy = tokio::io::copy_bidirectional(&mut c, &mut u);
+                tokio::pin!(copy);
+                let mut deadline = since + idle;
+                loop {
+                    tokio::select! {
+                        r = &mut copy => {
+                            if let Err(e) = r {
+                                tracing::debug!("tunnel closed: {e}");
+                            }
+                            break;
+                        }
+                        _ = tokio::time::sleep_until(deadline) => {
+                            let moved = since + Duration::from_millis(last.load(Ordering::Relaxed));
+                            if moved + idle <= tokio::time::Instant::now() {
+                                tracing::debug!("tunnel closed: idle for {idle:?}");
+                                break;
+                            }
+                            deadline = moved + idle;
+                        }
+                    }
                 }
             }
             (Err(e), _) | (_, Err(e)) => tracing::debug!("upgrade failed: {e}"),
@@ -69,4 +101,66 @@ pub(super) fn tunnel(
     }
     headers::add_via(&mut parts.headers, parts.version);
     Response::from_parts(parts, ProxyBody::empty())
+}
+
+pin_project_lite::pin_project! {
+    /// One side of a tunnel, stamping when it last read a byte (in ms since `since`):
+    /// a write follows a read of the other side, so reads tell all the traffic.
+    struct Touched<T> {
+        #[pin]
+        io: T,
+        last: Arc<AtomicU64>,
+        since: tokio::time::Instant,
+    }
+}
+
+impl<T> Touched<T> {
+    fn new(io: T, last: &Arc<AtomicU64>, since: tokio::time::Instant) -> Self {
+        Touched {
+            io,
+            last: last.clone(),
+            since,
+        }
+    }
+}
+
+impl<T: tokio::io::AsyncRead> tokio::io::AsyncRead for Touched<T> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.project();
+        let before = buf.filled().len();
+        let r = this.io.poll_read(cx, buf);
+        if buf.filled().len() > before {
+            let ms = this.since.elapsed().as_millis() as u64;
+            this.last.store(ms, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl<T: tokio::io::AsyncWrite> tokio::io::AsyncWrite for Touched<T> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.project().io.poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.project().io.poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.project().io.poll_shutdown(cx)
+    }
 }

@@ -310,7 +310,7 @@ impl<T: Serve> hyper::service::Service<Request<hyper::body::Incoming>> for ConnS
     type Error = Infallible;
     type Future = ConnFuture<T::Future>;
 
-    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<hyper::body::Incoming>) -> Self::Future {
         let started = self.state.started.fetch_add(1, Ordering::Relaxed) + 1;
         if !hyper::body::Body::is_end_stream(req.body()) {
             self.state.hold_until.store(started, Ordering::Relaxed);
@@ -325,6 +325,9 @@ impl<T: Serve> hyper::service::Service<Request<hyper::body::Incoming>> for ConnS
             .is_some()
         {
             self.state.upgrade_asked.store(true, Ordering::Relaxed);
+            if let Some(hold) = self.svc.hold() {
+                req.extensions_mut().insert(hold);
+            }
         }
         let h2 = req.version() == http::Version::HTTP_2;
         ConnFuture {

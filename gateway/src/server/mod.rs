@@ -727,6 +727,16 @@ impl<F: Future<Output = ()>> Future for Open<F> {
     }
 }
 
+impl ConnGuard {
+    /// One more open connection, past `limits.max_connections` if need be: the
+    /// connection counted already, from the moment an upgrade takes it from hyper.
+    fn again(shared: &Arc<Shared>, kind: &Arc<ListenerKind>) -> crate::http_util::ConnHold {
+        shared.connections.fetch_add(1, Ordering::SeqCst);
+        kind.open.increment(1.0);
+        crate::http_util::ConnHold::new(Arc::new(ConnGuard(shared.clone(), kind.clone())))
+    }
+}
+
 impl Drop for ConnGuard {
     fn drop(&mut self) {
         self.1.open.decrement(1.0);
@@ -807,7 +817,8 @@ async fn accept_loop<T: Serve>(
                     kind.open.increment(1.0);
                     let guard = ConnGuard(shared.clone(), kind.clone());
                     let (settings, rx) = (settings.clone(), shutdown.clone());
-                    let svc = Fronted::new(kind.front.clone(), svc.clone());
+                    let svc = Fronted::new(kind.front.clone(), svc.clone())
+                        .counting(shared.clone(), kind.clone());
                     if let Some(from) = settings.proxy_from.clone() {
                         tokio::spawn(serve_proxied(stream, peer, from, kind.clone(), svc, settings, guard, rx));
                         continue;

@@ -175,11 +175,36 @@ where
 pub(crate) struct Fronted<T> {
     front: Arc<Front>,
     inner: T,
+    /// Where a connection taken over by an upgrade is counted open: the server's
+    /// connections and the listener's.
+    counted: Option<(Arc<super::Shared>, Arc<super::ListenerKind>)>,
 }
 
 impl<T: Serve> Fronted<T> {
     pub(crate) fn new(front: Arc<Front>, inner: T) -> Self {
-        Fronted { front, inner }
+        Fronted {
+            front,
+            inner,
+            counted: None,
+        }
+    }
+
+    /// Counts what a request's upgrade takes over as an open connection of `kind`.
+    pub(crate) fn counting(
+        mut self,
+        shared: Arc<super::Shared>,
+        kind: Arc<super::ListenerKind>,
+    ) -> Self {
+        self.counted = Some((shared, kind));
+        self
+    }
+
+    /// For a request that may upgrade: what keeps its connection counted open once the
+    /// upgrade has taken it from hyper (whose connection then ends), for as long as the
+    /// taker keeps it.
+    pub(crate) fn hold(&self) -> Option<crate::http_util::ConnHold> {
+        let (shared, kind) = self.counted.as_ref()?;
+        Some(super::ConnGuard::again(shared, kind))
     }
 
     /// Whether file bodies may go out with sendfile on this listener.
