@@ -125,11 +125,39 @@ fn readings(raw: &str) -> Vec<(&'static str, String)> {
         .map(|s| s.split(';').next().unwrap_or(""))
         .collect::<Vec<_>>()
         .join("/");
+    // Python's `str.strip` takes U+001C to U+001F besides Unicode's white space.
+    let strip = |s: &str| {
+        s.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+            .trim_end_matches('.')
+            .to_string()
+    };
     let trimmed: String = resolve(&decode(path))
         .split('/')
-        .map(|s| s.trim().trim_end_matches('.'))
+        .map(strip)
         .collect::<Vec<_>>()
         .join("/");
+    let trimmed_first: String = resolve(
+        &decode(path)
+            .split('/')
+            .map(strip)
+            .collect::<Vec<_>>()
+            .join("/"),
+    );
+    // Java's `equalsIgnoreCase` and Python's `re.IGNORECASE`: `ı`, `İ` are `i`, `ſ` is `s`.
+    let folded: String = resolve(&decode(path))
+        .chars()
+        .map(|c| {
+            let up = c.to_uppercase().next().unwrap_or(c);
+            let low = c.to_lowercase().next().unwrap_or(c);
+            if low.is_ascii() {
+                low
+            } else if up.is_ascii() {
+                up.to_ascii_lowercase()
+            } else {
+                c
+            }
+        })
+        .collect();
     vec![
         ("decodes %2F, resolves dots", resolve(&decode(path))),
         ("decodes twice", resolve(&decode(&decode(path)))),
@@ -139,6 +167,11 @@ fn readings(raw: &str) -> Vec<(&'static str, String)> {
             resolve(&decode(path)).to_ascii_lowercase(),
         ),
         ("trims segments", trimmed.to_ascii_lowercase()),
+        (
+            "trims segments, then resolves dots",
+            trimmed_first.to_ascii_lowercase(),
+        ),
+        ("folds case as Java and Python do", folded),
     ]
 }
 
@@ -172,6 +205,13 @@ const SPELLINGS: &[&str] = &[
     "/api/admin\u{a0}/x",
     "/api/x/..\u{a0}/admin/x",
     "/api/\u{3000}admin/x",
+    // Letters Java and Python fold to ASCII, and the separators Python strips.
+    "/api/adm%C4%B1n/x",
+    "/api/adm%C4%B0n/x",
+    "/api/ADM%C4%B0N/x",
+    "/api/admin%1F/x",
+    "/api/admin%1C/x",
+    "/api/x/..%1F/admin/x",
 ];
 
 /// Sends `target` without credentials; the answer's status and body.

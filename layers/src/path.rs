@@ -147,6 +147,68 @@ pub fn normalized_uri(uri: &http::Uri) -> Option<http::Uri> {
     http::Uri::from_parts(parts).ok()
 }
 
+/// Whether a lenient backend trims `c` off a segment: Unicode's white space, and the
+/// separators U+001C to U+001F, which Python's `str.strip` takes as well.
+pub fn is_loose_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// `path` as a lenient backend may read it: `%`-escapes decoded, and case folded as the
+/// most lenient readers fold it. A letter whose lower case, or whose upper case's lower
+/// case, is an ASCII letter reads as that letter: Java's `equalsIgnoreCase` and Python's
+/// `re.IGNORECASE` take `ı` and `İ` for `i` and `ſ` for `s`, and the Kelvin sign
+/// lower-cases to `k`.
+pub fn loose(path: &str) -> String {
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    let mut out = String::with_capacity(decoded.len());
+    for c in decoded.chars() {
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+            continue;
+        }
+        let lower = c.to_lowercase().next().unwrap_or(c);
+        let upper_lower = c
+            .to_uppercase()
+            .next()
+            .and_then(|u| u.to_lowercase().next());
+        match upper_lower {
+            _ if lower.is_ascii() => out.push(lower),
+            Some(u) if u.is_ascii() => out.push(u),
+            _ => out.extend(c.to_lowercase()),
+        }
+    }
+    out
+}
+
+/// A [`loose`] path as a backend that trims segments reads it: each segment without
+/// white space around it ([`is_loose_space`]) or dots after it, the empty ones dropped;
+/// `None` if that changes nothing.
+pub fn loose_trimmed(loose: &str) -> Option<String> {
+    let trim = |s: &str| -> usize {
+        s.trim_matches(is_loose_space)
+            .trim_end_matches(|c: char| c == '.' || is_loose_space(c))
+            .len()
+    };
+    let untouched = !loose.contains("//") && loose.split('/').all(|s| trim(s) == s.len());
+    if untouched {
+        return None;
+    }
+    let mut out = String::with_capacity(loose.len());
+    for seg in loose.split('/') {
+        let seg = seg
+            .trim_matches(is_loose_space)
+            .trim_end_matches(|c: char| c == '.' || is_loose_space(c));
+        if !seg.is_empty() {
+            out.push('/');
+            out.push_str(seg);
+        }
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +225,31 @@ mod tests {
         assert_eq!(rel("/a/..%2f..%2fetc"), "etc");
         assert_eq!(rel("/./a//b/"), "a/b");
         assert_eq!(rel("/"), "");
+    }
+
+    #[test]
+    fn lenient_readings_fold_case_trim_and_decode() {
+        let both = |p: &str| {
+            let l = loose(p);
+            loose_trimmed(&l).unwrap_or(l)
+        };
+        assert_eq!(loose("/API/Admin%20/x"), "/api/admin /x");
+        assert_eq!(both("/API/Admin%20/x"), "/api/admin/x");
+        assert_eq!(both("/api/admin./x"), "/api/admin/x");
+        assert_eq!(both("/api/%09admin%09"), "/api/admin");
+        assert_eq!(both("/%20/%C2%A0x/"), "/x");
+        // Letters Java and Python fold to ASCII, and Python's extra separators.
+        assert_eq!(loose("/adm%C4%B1n"), "/admin");
+        assert_eq!(loose("/adm%C4%B0n"), "/admin");
+        assert_eq!(loose("/%C5%BFecret"), "/secret");
+        assert_eq!(loose("/\u{212a}ey"), "/key");
+        assert_eq!(both("/admin%1F/x"), "/admin/x");
+        assert_eq!(both("/admin%1C%1D"), "/admin");
+        // Other letters keep their own lower case.
+        assert_eq!(loose("/CAF%C3%89"), "/caf\u{e9}");
+        assert_eq!(loose_trimmed("/a/b.txt"), None);
+        assert_eq!(loose_trimmed("/a/b/"), None);
+        assert_eq!(loose_trimmed("/"), None);
     }
 
     #[test]

@@ -39,6 +39,7 @@ use gatehouse_layers::headers::HeadersLayer;
 use gatehouse_layers::ip_filter::{IpFilterLayer, IpRules};
 use gatehouse_layers::metrics::RouteMetrics;
 use gatehouse_layers::open_file_cache::{CacheOptions, FileCache, Resolver};
+use gatehouse_layers::path::{loose, loose_trimmed};
 use gatehouse_layers::precompress::{
     DefaultPredicate, Encoding, Levels, PrecompressLayer, Predicate,
 };
@@ -132,10 +133,7 @@ impl PathRule {
         } else {
             path.trim_end_matches('/').into()
         };
-        let loose = percent_encoding::percent_decode_str(&prefix)
-            .decode_utf8_lossy()
-            .to_lowercase()
-            .into();
+        let loose = gatehouse_layers::path::loose(&prefix).into();
         PathRule {
             prefix,
             strip,
@@ -1126,7 +1124,7 @@ pub(crate) fn order<R: Ruled>(routes: &mut [R]) -> bool {
     routes.sort_by_key(|r| std::cmp::Reverse(r.rule().prefix.len()));
     routes.iter().any(|r| {
         let rule = r.rule();
-        rule.loose != rule.prefix || trimmed(&rule.loose).is_some()
+        rule.loose != rule.prefix || loose_trimmed(&rule.loose).is_some()
     })
 }
 
@@ -1508,7 +1506,10 @@ pub(crate) fn ambiguous(raw: &str, strict: bool) -> bool {
     let decoded = percent_encoding::percent_decode(b).collect::<Vec<u8>>();
     decoded.split(|&c| c == b'/' || c == b'\\').any(|seg| {
         // Trimmed of white space, as some backends read a segment before resolving dots.
-        matches!(String::from_utf8_lossy(seg).trim(), "." | "..")
+        matches!(
+            String::from_utf8_lossy(seg).trim_matches(gatehouse_layers::path::is_loose_space),
+            "." | ".."
+        )
     })
 }
 
@@ -1552,47 +1553,11 @@ fn loosely_another_route<R: Ruled>(
         }
         read.map(|(j, _)| j)
     };
-    let loose = loose_path(path);
+    let loose = loose(path);
     if read_as(&loose) != Some(index) {
         return true;
     }
-    trimmed(&loose).is_some_and(|t| read_as(&t) != Some(index))
-}
-
-/// `path` as a lenient backend might read it: decoded, in lower case.
-fn loose_path(path: &str) -> String {
-    percent_encoding::percent_decode_str(path)
-        .decode_utf8_lossy()
-        .to_lowercase()
-}
-
-/// A loose path as a backend that trims segments reads it: each segment without white
-/// space around it or dots after it, the empty ones dropped; `None` if that changes
-/// nothing.
-fn trimmed(loose: &str) -> Option<String> {
-    let trim = |s: &str| {
-        s.trim()
-            .trim_end_matches(|c: char| c == '.' || c.is_whitespace())
-            .len()
-    };
-    let untouched = !loose.contains("//") && loose.split('/').all(|s| trim(s) == s.len());
-    if untouched {
-        return None;
-    }
-    let mut out = String::with_capacity(loose.len());
-    for seg in loose.split('/') {
-        let seg = seg
-            .trim()
-            .trim_end_matches(|c: char| c == '.' || c.is_whitespace());
-        if !seg.is_empty() {
-            out.push('/');
-            out.push_str(seg);
-        }
-    }
-    if out.is_empty() {
-        out.push('/');
-    }
-    Some(out)
+    loose_trimmed(&loose).is_some_and(|t| read_as(&t) != Some(index))
 }
 
 /// `.` or `..`, each dot plain or `%2e`/`%2E`; no allocation, as it runs on every
@@ -1842,22 +1807,5 @@ mod tests {
         ] {
             assert!(!ambiguous(p, true), "{p}");
         }
-    }
-
-    #[test]
-    fn lenient_readings_fold_case_trim_and_decode() {
-        use super::{loose_path, trimmed};
-        let both = |p: &str| {
-            let l = loose_path(p);
-            trimmed(&l).unwrap_or(l)
-        };
-        assert_eq!(loose_path("/API/Admin%20/x"), "/api/admin /x");
-        assert_eq!(both("/API/Admin%20/x"), "/api/admin/x");
-        assert_eq!(both("/api/admin./x"), "/api/admin/x");
-        assert_eq!(both("/api/%09admin%09"), "/api/admin");
-        assert_eq!(both("/%20/%C2%A0x/"), "/x");
-        assert_eq!(trimmed("/a/b.txt"), None);
-        assert_eq!(trimmed("/a/b/"), None);
-        assert_eq!(trimmed("/"), None);
     }
 }

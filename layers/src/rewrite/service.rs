@@ -46,7 +46,33 @@ pub(crate) fn rewritten<B>(
     if within.is_some_and(|p| !under(p)) || excluding.iter().any(|p| under(p)) {
         return Some(Err(()));
     }
+    if (within.is_some() || !excluding.is_empty()) && !loosely_inside(uri.path(), within, excluding)
+    {
+        return Some(Err(()));
+    }
     Some(Ok(uri))
+}
+
+/// Whether `path` stays inside `within` and out of `excluding` however a lenient backend
+/// reads it ([`crate::path::loose`]): `/app/ADMIN/x`, `/app/admin%20/x` and `/app/admin./x`
+/// are `/app/admin/x` to some, and would reach that route's resource past its rules.
+fn loosely_inside(path: &str, within: Option<&str>, excluding: &[Arc<str>]) -> bool {
+    let read = crate::path::loose(path);
+    let trimmed = crate::path::loose_trimmed(&read);
+    let readings = std::iter::once(read.as_str()).chain(trimmed.as_deref());
+    let under = |p: &str, prefix: &str| {
+        p.strip_prefix(prefix)
+            .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+    };
+    for r in readings {
+        if within.is_some_and(|w| !under(r, &crate::path::loose(w))) {
+            return false;
+        }
+        if excluding.iter().any(|e| under(r, &crate::path::loose(e))) {
+            return false;
+        }
+    }
+    true
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for Rewrite<S>
@@ -145,6 +171,30 @@ mod tests {
                 "/app/v1/administer"
             ),
             Some(Ok("/app/administer".into()))
+        );
+        // Nor into it as a lenient backend reads it: without case, trimmed, folded.
+        for target in [
+            "/app/v1/ADMIN/x",
+            "/app/v1/Admin/x",
+            "/app/v1/admin%20/x",
+            "/app/v1/admin./x",
+            "/app/v1/adm%C4%B1n/x",
+            "/app/v1/admin%1F/x",
+            "/app/v1/%20/admin/x",
+        ] {
+            assert_eq!(
+                rw(("^/app/v1/(.*)$", "/app/$1"), Some("/app"), target),
+                Some(Err(())),
+                "{target}"
+            );
+        }
+        assert_eq!(
+            rw(
+                ("^/app/v1/(.*)$", "/app/$1"),
+                Some("/app"),
+                "/app/v1/Administer"
+            ),
+            Some(Ok("/app/Administer".into()))
         );
         // A `;` decoded by the normalisation stays encoded in the rewritten target.
         assert_eq!(
