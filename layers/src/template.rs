@@ -294,11 +294,20 @@ impl Template {
                         }
                     }
                     Var::UpstreamAddr => out.push_str(vars.upstream.unwrap_or("")),
-                    Var::Capture(n) => out.push_str(
-                        captures
+                    Var::Capture(n) => {
+                        let cap = captures
                             .and_then(|c| c.get(usize::from(*n)).copied().flatten())
-                            .unwrap_or(""),
-                    ),
+                            .unwrap_or("");
+                        // A capture is decoded text: past the `?` its `&`, `=` or `+` would
+                        // become the query's syntax (`/u/bob%26role%3Dadmin` as
+                        // `?name=bob&role=admin`), so it is escaped there, as nginx escapes
+                        // captures in a rewrite's arguments.
+                        if out.contains('?') {
+                            out.extend(percent_encoding::utf8_percent_encode(cap, QUERY_DATA));
+                        } else {
+                            out.push_str(cap)
+                        }
+                    }
                 },
             }
         }
@@ -306,9 +315,35 @@ impl Template {
     }
 }
 
+/// What a capture written into a query escapes: controls, space, and what would end or
+/// split a parameter (RFC 3986 §3.4 leaves `&`, `=`, `+` and `;` to the application).
+const QUERY_DATA: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'&')
+    .add(b'+')
+    .add(b';')
+    .add(b'<')
+    .add(b'=')
+    .add(b'>');
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capture_in_the_query_is_escaped() {
+        let uri: http::Uri = "/u/x".parse().unwrap();
+        let vars = Vars::new(&uri);
+        let t = Template::parse("/users/$1?name=$1&x=1", true).unwrap();
+        let caps = [Some("/u/bob&role=admin"), Some("bob&role=admin+1 %;#")];
+        assert_eq!(
+            t.render(&vars, Some(&caps)),
+            "/users/bob&role=admin+1 %;#?name=bob%26role%3Dadmin%2B1%20%25%3B%23&x=1"
+        );
+    }
 
     #[test]
     fn variables_captures_and_dollars() {
