@@ -737,6 +737,9 @@ pub struct ForwardAuthConfig {
     pub response_headers: Vec<String>,
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// Peers (CIDRs) whose `X-Forwarded-For` names the client the auth service is told of;
+    /// from anyone else, the peer is the client.
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for ForwardAuthConfig {
@@ -746,6 +749,7 @@ impl Default for ForwardAuthConfig {
             request_headers: vec!["authorization".into(), "cookie".into()],
             response_headers: Vec::new(),
             timeout: Duration::from_secs(5),
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -168,6 +168,7 @@ pub(crate) fn normalise_and_validate(
             }
             if let Some(f) = &a.forward {
                 let kf = format!("{k}.auth.forward");
+                check_cidrs(&mut c, &format!("{kf}.trusted_proxies"), &f.trusted_proxies);
                 if !is_http_url(&f.url) {
                     c.err(
                         format!("{kf}.url"),

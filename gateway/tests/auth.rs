@@ -552,6 +552,36 @@ fn forward_auth_hears_the_connections_scheme_not_the_targets() {
     );
 }
 
+/// Behind a balancer in `trusted_proxies`, the auth service is told the client the
+/// balancer names, not the balancer; a peer outside the list can't name one.
+#[test]
+fn forward_auth_hears_the_client_behind_trusted_proxies() {
+    let auth = auth_service();
+    let up = echo_upstream(&["x-auth-seen"]);
+    let toml = |trusted: &str| {
+        format!(
+            "[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n[routes.auth.forward]\nurl = \"http://{auth}/check\"\nresponse_headers = [\"x-auth-seen\"]\ntrusted_proxies = [{trusted}]\n"
+        )
+    };
+    let claim = format!(
+        "{}X-Forwarded-For: 198.51.100.7, 203.0.113.9\r\n",
+        authz("let-me-in")
+    );
+    let s = TestServer::site(&toml("\"127.0.0.0/8\""));
+    let r = s.get_with("/api/x", &claim);
+    assert_eq!(r.status, 200);
+    assert!(r.text().ends_with(" 203.0.113.9 http"), "told {}", r.text());
+    let s = TestServer::site(&toml(""));
+    let r = s.get_with("/api/x", &claim);
+    assert_eq!(r.status, 200);
+    assert!(r.text().ends_with(" 127.0.0.1 http"), "told {}", r.text());
+    let bad = load_config(toml("\"10.0.0.0/33\"")).err().expect("refused");
+    assert!(
+        bad.contains("routes.0.auth.forward.trusted_proxies.0"),
+        "{bad}"
+    );
+}
+
 #[test]
 fn forward_auth_failing_slow_or_down_is_503_never_an_allow() {
     let s = forward_server(auth_service());

@@ -283,6 +283,11 @@ fn route_auth(i: usize, a: &gatehouse_config::AuthConfig) -> io::Result<Auth> {
             request_headers: f.request_headers.clone(),
             response_headers: f.response_headers.clone(),
             timeout: f.timeout,
+            trusted_proxies: f
+                .trusted_proxies
+                .iter()
+                .filter_map(|c| gatehouse_config::parse_cidr(c))
+                .collect(),
         };
         return ForwardAuth::new(&f.url, &o)
             .map(Auth::Forward)

@@ -32,6 +32,9 @@ pub struct ForwardOptions {
     pub response_headers: Vec<String>,
     /// How long the auth service may take to answer.
     pub timeout: Duration,
+    /// Peers whose `X-Forwarded-For` names the client the auth service is told of
+    /// ([`client_ip`](crate::cidr::client_ip)); from anyone else, the peer is the client.
+    pub trusted_proxies: Vec<(std::net::IpAddr, u8)>,
 }
 
 impl Default for ForwardOptions {
@@ -40,6 +43,7 @@ impl Default for ForwardOptions {
             request_headers: vec!["authorization".into(), "cookie".into()],
             response_headers: Vec::new(),
             timeout: Duration::from_secs(5),
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -63,6 +67,7 @@ struct Inner {
     client: reqwest::Client,
     request_headers: Vec<HeaderName>,
     response_headers: Vec<HeaderName>,
+    trusted: crate::cidr::CidrSet,
 }
 
 /// An answer's body passed back to the client is cut off here.
@@ -112,6 +117,7 @@ impl ForwardAuth {
                 client,
                 request_headers: names(&o.request_headers)?,
                 response_headers: names(&o.response_headers)?,
+                trusted: crate::cidr::CidrSet::new(o.trusted_proxies.iter().copied()),
             }),
         })
     }
@@ -154,7 +160,10 @@ impl ForwardAuth {
             sub.insert(X_FORWARDED_URI.clone(), v.clone());
             sub.insert(X_ORIGINAL_URI.clone(), v);
         }
-        if let Some(ip) = client.ip {
+        // The client the route's IP rules see behind the same proxies, not the balancer
+        // every request comes through (which an auth service may trust as internal).
+        if let Some(peer) = client.ip {
+            let ip = crate::cidr::client_ip(peer, req.headers(), &i.trusted);
             if let Ok(v) = HeaderValue::from_str(&ip.to_string()) {
                 sub.insert(X_FORWARDED_FOR.clone(), v);
             }
