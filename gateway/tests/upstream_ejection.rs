@@ -203,3 +203,34 @@ fn an_upload_ending_just_before_the_response_timeout_leaves_the_upstream_its_who
     let r = c.read_response(false).expect("an answer");
     assert_eq!((r.status, r.text()), (200, "10".to_string()));
 }
+
+/// Over HTTP/2 to the upstreams, hyper's client resets the stream when the client's body
+/// fails, and its error says only that: the body's own record says it was the client's.
+#[test]
+fn a_clients_oversized_or_broken_upload_is_not_held_against_an_http2_upstream() {
+    let s = start(
+        &[sink("a"), sink("b")],
+        "http2 = true\nmax_fails = 2\nmax_body_bytes = 1000\nretries = 0\n",
+    );
+    let big = format!(
+        "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n7d0\r\n{}\r\n0\r\n\r\n",
+        "x".repeat(2000)
+    );
+    for _ in 0..4 {
+        let r = send(s.addr, &big);
+        assert_eq!(r.status, 413, "{}", r.text());
+        let mut c = Conn::open(s.addr);
+        c.send(
+            b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+        );
+        if let Some(r) = c.read_response(false) {
+            assert_eq!(r.status, 400, "{}", r.text());
+        }
+    }
+    let answered: std::collections::HashSet<String> = (0..4).map(|_| s.get("/").text()).collect();
+    assert_eq!(
+        answered.len(),
+        2,
+        "an upstream was ejected: only {answered:?} answered"
+    );
+}

@@ -46,9 +46,9 @@ impl ProxyError {
     /// A failed exchange, by how far the request's body had got (`blame`). hyper's and the
     /// body limit's errors are told apart here, once.
     pub(super) fn of(e: SendError, blame: Blame) -> ProxyError {
-        let kind = if caused_by::<http_body_util::LengthLimitError>(&e) {
+        let kind = if blame == Blame::BodyTooLarge || too_large(&e) {
             ErrorKind::BodyTooLarge
-        } else if client_body_failed(&e) {
+        } else if blame == Blame::ClientBody || client_body_failed(&e) {
             ErrorKind::ClientBodyFailed
         } else if blame == Blame::Client {
             ErrorKind::ClientStalled
@@ -74,6 +74,8 @@ impl ProxyError {
             Blame::Upstream => ErrorKind::ResponseTimeout,
             Blame::Unsent => ErrorKind::UnsentTimeout,
             Blame::Client => ErrorKind::ClientTimeout,
+            Blame::BodyTooLarge => ErrorKind::BodyTooLarge,
+            Blame::ClientBody => ErrorKind::ClientBodyFailed,
         };
         ProxyError {
             kind,
@@ -181,6 +183,11 @@ fn client_body_failed(e: &(dyn std::error::Error + 'static)) -> bool {
     })
 }
 
+/// Whether `e` is, or comes of, the body limit's error (`max_body_bytes`).
+pub(super) fn too_large(e: &(dyn std::error::Error + 'static)) -> bool {
+    caused_by::<http_body_util::LengthLimitError>(e)
+}
+
 fn caused_by<E: std::error::Error + 'static>(e: &(dyn std::error::Error + 'static)) -> bool {
     chain(e).any(|err| err.is::<E>())
 }
@@ -266,6 +273,22 @@ mod tests {
                 ProxyError::timed_out(Blame::Client),
                 ErrorKind::ClientTimeout,
                 408,
+                false,
+                false,
+            ),
+            // The client's body failed and an HTTP/2 upstream's stream was reset for it:
+            // the error says only "reset", the body's progress says why.
+            (
+                ProxyError::of(SendError::Io(io()), Blame::BodyTooLarge),
+                ErrorKind::BodyTooLarge,
+                413,
+                false,
+                false,
+            ),
+            (
+                ProxyError::of(SendError::Io(io()), Blame::ClientBody),
+                ErrorKind::ClientBodyFailed,
+                400,
                 false,
                 false,
             ),

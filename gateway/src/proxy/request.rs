@@ -37,10 +37,16 @@ impl Progress {
     const SENDING: u8 = 0;
     const AWAITING_CLIENT: u8 = 1;
     const SENT: u8 = 2;
+    /// The client's body passed `max_body_bytes`.
+    const TOO_LARGE: u8 = 3;
+    /// The client's body failed (a broken chunk, the client gone). An HTTP/2 upstream's
+    /// client then resets the stream, and its error no longer says why.
+    const CLIENT_FAILED: u8 = 4;
 
     pub(super) fn set(&self, state: u8) {
         let was = self.state.load(Ordering::Relaxed);
-        if was == state || was == Progress::SENT {
+        // Sent, too large and failed are where a body ends.
+        if was == state || was >= Progress::SENT {
             return;
         }
         if state == Progress::SENT {
@@ -72,6 +78,10 @@ pub(super) enum Blame {
     Unsent,
     /// The body was waiting on the client when it failed or timed out. Not counted.
     Client,
+    /// The client's body passed `max_body_bytes`. Not counted.
+    BodyTooLarge,
+    /// The client's body failed. Not counted.
+    ClientBody,
 }
 
 impl Blame {
@@ -80,6 +90,8 @@ impl Blame {
         match progress.map(Progress::get) {
             None | Some(Progress::SENT) => Blame::Upstream,
             Some(Progress::AWAITING_CLIENT) => Blame::Client,
+            Some(Progress::TOO_LARGE) => Blame::BodyTooLarge,
+            Some(Progress::CLIENT_FAILED) => Blame::ClientBody,
             // Only a response head timeout needs the request fully sent (a reset or a
             // bad head mid-upload is still the upstream's).
             Some(_) if timeout => Blame::Unsent,
@@ -106,7 +118,9 @@ impl Body for ReqBody {
                     Poll::Pending => Progress::AWAITING_CLIENT,
                     Poll::Ready(None) => Progress::SENT,
                     Poll::Ready(Some(Ok(_))) if b.is_end_stream() => Progress::SENT,
-                    Poll::Ready(Some(_)) => Progress::SENDING,
+                    Poll::Ready(Some(Ok(_))) => Progress::SENDING,
+                    Poll::Ready(Some(Err(e))) if super::error::too_large(e) => Progress::TOO_LARGE,
+                    Poll::Ready(Some(Err(_))) => Progress::CLIENT_FAILED,
                 });
                 polled
             }
