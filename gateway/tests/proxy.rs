@@ -998,3 +998,38 @@ fn a_client_that_abandons_its_upload_does_not_eject_the_upstream() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), "2");
 }
+
+/// A client that trickles its upload while not reading the response the upstream sent at
+/// once: its bytes are no progress of the response, which waits on it, and the connection
+/// is closed after `keep_alive` as a stalled one (nginx's `send_timeout`).
+#[test]
+fn a_trickled_upload_does_not_keep_a_stalled_response_open() {
+    let b = backend(axum::Router::new().fallback(any(|| async {
+        // 64 MiB, more than loopback's buffers hold, made as it is sent.
+        let chunks = futures_util::stream::iter(
+            (0..1024).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'x'; 64 << 10]))),
+        );
+        axum::body::Body::from_stream(chunks)
+    })));
+    let s = start(&proxy_toml(
+        &[url(b.addr)],
+        "[timeouts]\nkeep_alive = \"1s\"\n",
+    ));
+    let mut c = Conn::open(s.addr);
+    c.send(b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\n");
+    let started = Instant::now();
+    let mut open_for = Duration::ZERO;
+    while started.elapsed() < Duration::from_secs(8) {
+        use std::io::Write;
+        if c.stream.write_all(b"x").is_err() || s.handle().connections() == 0 {
+            open_for = started.elapsed();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        open_for > Duration::ZERO && open_for < Duration::from_secs(5),
+        "still open after {:?}",
+        started.elapsed()
+    );
+}

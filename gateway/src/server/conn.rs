@@ -44,9 +44,10 @@ pub(crate) struct ConnState {
     /// On a connection that may speak HTTP/2: what its response bodies may hold unsent.
     h2_send: Option<h2send::ConnBudget>,
     /// On a plain HTTP/1.1 connection that may park (see [`super::park`]): hyper's last
-    /// read found the socket empty; its last write was refused (bytes are waiting); and
-    /// hyper is being let go, so its shutdown must leave the socket open.
+    /// read found the socket empty; and hyper is being let go, so its shutdown must leave
+    /// the socket open.
     pub(crate) read_waiting: AtomicBool,
+    /// On every connection: the last write was refused (bytes wait on the client).
     pub(crate) write_waiting: AtomicBool,
     pub(crate) parking: AtomicBool,
     /// A request may upgrade (`Upgrade`, or CONNECT): hyper then hands its socket
@@ -203,12 +204,11 @@ fn poll_gathered<S: Socket>(
     }
 }
 
-fn note_write(state: &ConnState, park: bool, res: &Poll<io::Result<usize>>) {
-    if park {
-        state
-            .write_waiting
-            .store(res.is_pending(), Ordering::Relaxed);
-    }
+fn note_write(state: &ConnState, res: &Poll<io::Result<usize>>) {
+    // On every connection, not only those that may park: the watchdog reads it too.
+    state
+        .write_waiting
+        .store(res.is_pending(), Ordering::Relaxed);
     if let Poll::Ready(Ok(n)) = res {
         if *n > 0 {
             state.wrote_bytes.store(true, Ordering::Relaxed);
@@ -231,7 +231,7 @@ impl<S: Socket> AsyncWrite for TrackedIo<S> {
             },
             _ => this.stream.poll_write(cx, buf),
         };
-        note_write(this.state, *this.park, &res);
+        note_write(this.state, &res);
         res
     }
 
@@ -250,7 +250,7 @@ impl<S: Socket> AsyncWrite for TrackedIo<S> {
             (None, Some(_)) => poll_gathered(this.stream, cx, bufs),
             _ => this.stream.poll_write_vectored(cx, bufs),
         };
-        note_write(this.state, *this.park, &res);
+        note_write(this.state, &res);
         res
     }
 
@@ -596,7 +596,11 @@ impl Watchdog {
             // reading, or a handler that stopped producing.
             self.idle_ticks = 0;
             self.head_ticks = None;
-            self.stalled_ticks += if got_bytes { 0 } else { 1 };
+            // Bytes read are progress (an upload the response waits on), unless the
+            // response's own bytes wait on a client that doesn't read them: one body byte a
+            // tick then held the connection, and the upstream's behind it, for ever.
+            let blocked = s.write_waiting.load(Ordering::Relaxed);
+            self.stalled_ticks += if got_bytes && !blocked { 0 } else { 1 };
             return if self.stalled_ticks > self.keep_alive {
                 Verdict::Close
             } else {
@@ -763,6 +767,26 @@ mod tests {
         // A response in flight that stops moving.
         s.in_flight.store(1, Ordering::Relaxed);
         let verdicts: Vec<_> = (0..8).map(|_| d.on_tick()).collect();
+        assert_eq!(verdicts.iter().position(|v| *v == Verdict::Close), Some(4));
+    }
+
+    #[test]
+    fn a_client_trickling_its_body_while_not_reading_the_response_is_closed() {
+        let (mut d, s) = dog(200, 200);
+        s.in_flight.store(1, Ordering::Relaxed);
+        // An upload the response waits on: its bytes are progress.
+        for _ in 0..20 {
+            s.got_bytes.store(true, Ordering::Relaxed);
+            assert_eq!(d.on_tick(), Verdict::Continue);
+        }
+        // The response's bytes wait on the client: its trickle is not.
+        s.write_waiting.store(true, Ordering::Relaxed);
+        let verdicts: Vec<_> = (0..8)
+            .map(|_| {
+                s.got_bytes.store(true, Ordering::Relaxed);
+                d.on_tick()
+            })
+            .collect();
         assert_eq!(verdicts.iter().position(|v| *v == Verdict::Close), Some(4));
     }
 
