@@ -298,10 +298,11 @@ impl Template {
                         let cap = captures
                             .and_then(|c| c.get(usize::from(*n)).copied().flatten())
                             .unwrap_or("");
-                        // A capture is decoded text: past the `?` its `&`, `=` or `+` would
-                        // become the query's syntax (`/u/bob%26role%3Dadmin` as
-                        // `?name=bob&role=admin`), so it is escaped there, as nginx escapes
-                        // captures in a rewrite's arguments.
+                        // A capture comes from the normalised path, where `&`, `=` and
+                        // `+` are decoded: past the `?` they would become the query's syntax
+                        // (`/u/bob%26role%3Dadmin` as `?name=bob&role=admin`), so they are
+                        // escaped there, as nginx escapes captures in a rewrite's arguments.
+                        // The rest is escaped already (`%20`, `%3B`, `%C3%A9`).
                         if out.contains('?') {
                             out.extend(percent_encoding::utf8_percent_encode(cap, QUERY_DATA));
                         } else {
@@ -315,19 +316,12 @@ impl Template {
     }
 }
 
-/// What a capture written into a query escapes: controls, space, and what would end or
-/// split a parameter (RFC 3986 §3.4 leaves `&`, `=`, `+` and `;` to the application).
-const QUERY_DATA: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'&')
-    .add(b'+')
-    .add(b';')
-    .add(b'<')
-    .add(b'=')
-    .add(b'>');
+/// What a capture written into a query escapes: the bytes the normalised path leaves
+/// decoded that would end or split a parameter (RFC 3986 §3.4 leaves them to the
+/// application). The path's other reserved bytes (`%`, space, `#`, `;`, `?`) come in it
+/// escaped already.
+const QUERY_DATA: &percent_encoding::AsciiSet =
+    &percent_encoding::CONTROLS.add(b'&').add(b'=').add(b'+');
 
 #[cfg(test)]
 mod tests {
@@ -335,13 +329,16 @@ mod tests {
 
     #[test]
     fn a_capture_in_the_query_is_escaped() {
+        // As the router hands them over: the normalised path of `/u/bob%26role%3Dadmin+1`
+        // keeps `&`, `=` and `+` decoded, and `%20`, `%3B`, `%C3%A9` escaped.
         let uri: http::Uri = "/u/x".parse().unwrap();
         let vars = Vars::new(&uri);
         let t = Template::parse("/users/$1?name=$1&x=1", true).unwrap();
-        let caps = [Some("/u/bob&role=admin"), Some("bob&role=admin+1 %;#")];
+        let cap = "bob&role=admin+1%20caf%C3%A9%3B";
+        let caps = [Some("/u/x"), Some(cap)];
         assert_eq!(
             t.render(&vars, Some(&caps)),
-            "/users/bob&role=admin+1 %;#?name=bob%26role%3Dadmin%2B1%20%25%3B%23&x=1"
+            format!("/users/{cap}?name=bob%26role%3Dadmin%2B1%20caf%C3%A9%3B&x=1")
         );
     }
 
