@@ -32,16 +32,42 @@ mod tests {
     }
 }
 
-/// What takes a connection over once its request upgrades (the proxy's WebSocket tunnel)
-/// keeps this, found in the request's extensions, while it runs: the server counts the
-/// connection open, against `limits.max_connections`, until the last copy is dropped.
+/// In the extensions of a request that may upgrade: what takes its connection over (the
+/// proxy's WebSocket tunnel) starts it once the upgrade is agreed, and keeps the
+/// [`ConnHold`] while it runs.
 #[derive(Clone)]
+pub(crate) struct ConnCount(std::sync::Arc<dyn Fn() -> ConnHold + Send + Sync>);
+
+impl ConnCount {
+    pub(crate) fn new(start: impl Fn() -> ConnHold + Send + Sync + 'static) -> ConnCount {
+        ConnCount(std::sync::Arc::new(start))
+    }
+
+    pub(crate) fn start(&self) -> ConnHold {
+        (self.0)()
+    }
+}
+
+/// A connection taken over by an upgrade, counted open by the server (against
+/// `limits.max_connections`) until this is dropped; and the server's drain, which ends it.
 pub(crate) struct ConnHold {
-    _held: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    _held: Box<dyn std::any::Any + Send + Sync>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 impl ConnHold {
-    pub(crate) fn new(held: std::sync::Arc<dyn std::any::Any + Send + Sync>) -> ConnHold {
-        ConnHold { _held: held }
+    pub(crate) fn new(
+        held: Box<dyn std::any::Any + Send + Sync>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> ConnHold {
+        ConnHold {
+            _held: held,
+            shutdown,
+        }
+    }
+
+    /// Resolves once the server drains (at once if it already is).
+    pub(crate) async fn draining(&mut self) {
+        let _ = self.shutdown.wait_for(|down| *down).await;
     }
 }

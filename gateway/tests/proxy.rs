@@ -761,15 +761,24 @@ fn a_tunnel_counts_as_open_and_closes_when_idle() {
         &[url(addr)],
         "body_idle_timeout = \"1s\"\n[limits]\nmax_connections = 2\n",
     ));
+    // Each tunnel counts once its upgrade is agreed, and its hyper connection stops
+    // counting as it lets the socket go: one count a tunnel, settled.
+    let settles_at = |n: usize| {
+        let t = Instant::now();
+        while s.handle().connections() != n && t.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        s.handle().connections()
+    };
     let mut a = Conn::open(s.addr);
     assert_eq!(a.request(WS_UPGRADE).status, 101);
+    ws_echo(&mut a, "a");
+    assert_eq!(settles_at(1), 1);
     let mut b = Conn::open(s.addr);
     assert_eq!(b.request(WS_UPGRADE).status, 101);
-    // hyper is done with both connections once their tunnels carry bytes; the tunnels
-    // still count, so a third connection is over `max_connections`.
-    ws_echo(&mut a, "a");
     ws_echo(&mut b, "b");
-    assert_eq!(s.handle().connections(), 2);
+    // The tunnels still count, so a third connection is over `max_connections`.
+    assert_eq!(settles_at(2), 2);
     let mut c = Conn::open(s.addr);
     assert!(
         c.closed_within(Duration::from_secs(2)),
@@ -1032,4 +1041,20 @@ fn a_trickled_upload_does_not_keep_a_stalled_response_open() {
         "still open after {:?}",
         started.elapsed()
     );
+}
+
+/// A drain closes open tunnels rather than waiting out `timeouts.drain` for them: a
+/// WebSocket never ends on its own.
+#[test]
+fn a_drain_closes_open_tunnels() {
+    let addr = websocket_echo();
+    let s = start(&proxy_toml(&[url(addr)], "[timeouts]\ndrain = \"20s\"\n"));
+    let mut a = Conn::open(s.addr);
+    assert_eq!(a.request(WS_UPGRADE).status, 101);
+    ws_echo(&mut a, "before the drain");
+    assert_eq!(s.handle().connections(), 1);
+    let t = Instant::now();
+    assert!(s.shutdown(), "the drain timed out");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(a.closed_within(Duration::from_secs(2)));
 }

@@ -187,7 +187,7 @@ impl Inner {
             .and_then(|_| parts.extensions.remove::<hyper::upgrade::OnUpgrade>())
             .map(|on| ClientSide {
                 on,
-                hold: parts.extensions.remove::<crate::http_util::ConnHold>(),
+                count: parts.extensions.remove::<crate::http_util::ConnCount>(),
             });
         let host_field = parts.headers.get(HOST).cloned();
         let client_host = host_field.clone().or_else(|| {

@@ -41,15 +41,17 @@ pub(super) fn allowed_protocols(v: &HeaderValue, allowed: &[Box<str>]) -> Option
 }
 
 /// The client's side of an upgrade it asked for: hyper's handle on its connection, and
-/// what keeps that connection counted open by the server while the tunnel runs.
+/// what counts that connection open by the server while the tunnel runs.
 pub(super) struct ClientSide {
     pub(super) on: hyper::upgrade::OnUpgrade,
-    pub(super) hold: Option<crate::http_util::ConnHold>,
+    pub(super) count: Option<crate::http_util::ConnCount>,
 }
 
 /// Relays a 101 and joins the two upgraded connections until either side closes, or
 /// neither sends a byte for `idle` (as nginx's `proxy_read_timeout` closes a WebSocket):
-/// a silent tunnel held two descriptors and an upstream connection for ever.
+/// a silent tunnel held two descriptors and an upstream connection for ever. The server's
+/// drain closes it too, as Caddy closes its upgraded streams: a WebSocket never ends on its
+/// own, and its client reconnects.
 pub(super) fn tunnel(
     mut res: Response<UpstreamRes>,
     client_side: ClientSide,
@@ -57,9 +59,9 @@ pub(super) fn tunnel(
 ) -> Response<ProxyBody> {
     let upstream_side = hyper::upgrade::on(&mut res);
     let proto = res.headers().get(UPGRADE).cloned();
-    let ClientSide { on, hold } = client_side;
+    let ClientSide { on, count } = client_side;
+    let mut hold = count.map(|c| c.start());
     tokio::spawn(async move {
-        let _hold = hold;
         match (on.await, upstream_side.await) {
             (Ok(c), Ok(u)) => {
                 let last = Arc::new(AtomicU64::new(0));
@@ -69,8 +71,19 @@ pub(super) fn tunnel(
                 let copy = tokio::io::copy_bidirectional(&mut c, &mut u);
                 tokio::pin!(copy);
                 let mut deadline = since + idle;
+                let draining = async {
+                    match hold.as_mut() {
+                        Some(h) => h.draining().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::pin!(draining);
                 loop {
                     tokio::select! {
+                        _ = &mut draining => {
+                            tracing::debug!("tunnel closed: the server is draining");
+                            break;
+                        }
                         r = &mut copy => {
                             if let Err(e) = r {
                                 tracing::debug!("tunnel closed: {e}");
@@ -90,6 +103,7 @@ pub(super) fn tunnel(
             }
             (Err(e), _) | (_, Err(e)) => tracing::debug!("upgrade failed: {e}"),
         }
+        drop(hold);
     });
     let (mut parts, _) = res.into_parts();
     headers::remove_hop_by_hop(&mut parts.headers);

@@ -325,8 +325,8 @@ impl<T: Serve> hyper::service::Service<Request<hyper::body::Incoming>> for ConnS
             .is_some()
         {
             self.state.upgrade_asked.store(true, Ordering::Relaxed);
-            if let Some(hold) = self.svc.hold() {
-                req.extensions_mut().insert(hold);
+            if let Some(count) = self.svc.count() {
+                req.extensions_mut().insert(count);
             }
         }
         let h2 = req.version() == http::Version::HTTP_2;

@@ -729,11 +729,15 @@ impl<F: Future<Output = ()>> Future for Open<F> {
 
 impl ConnGuard {
     /// One more open connection, past `limits.max_connections` if need be: the
-    /// connection counted already, from the moment an upgrade takes it from hyper.
+    /// connection counted already, from the moment an upgrade is agreed (hyper then lets
+    /// it go).
     fn again(shared: &Arc<Shared>, kind: &Arc<ListenerKind>) -> crate::http_util::ConnHold {
         shared.connections.fetch_add(1, Ordering::SeqCst);
         kind.open.increment(1.0);
-        crate::http_util::ConnHold::new(Arc::new(ConnGuard(shared.clone(), kind.clone())))
+        crate::http_util::ConnHold::new(
+            Box::new(ConnGuard(shared.clone(), kind.clone())),
+            shared.shutdown.subscribe(),
+        )
     }
 }
 

@@ -199,12 +199,13 @@ impl<T: Serve> Fronted<T> {
         self
     }
 
-    /// For a request that may upgrade: what keeps its connection counted open once the
-    /// upgrade has taken it from hyper (whose connection then ends), for as long as the
-    /// taker keeps it.
-    pub(crate) fn hold(&self) -> Option<crate::http_util::ConnHold> {
-        let (shared, kind) = self.counted.as_ref()?;
-        Some(super::ConnGuard::again(shared, kind))
+    /// For a request that may upgrade: what counts its connection open once an upgrade
+    /// takes it from hyper (whose connection then ends), for as long as the taker runs.
+    pub(crate) fn count(&self) -> Option<crate::http_util::ConnCount> {
+        let (shared, kind) = self.counted.clone()?;
+        Some(crate::http_util::ConnCount::new(move || {
+            super::ConnGuard::again(&shared, &kind)
+        }))
     }
 
     /// Whether file bodies may go out with sendfile on this listener.
