@@ -147,14 +147,24 @@ fn readings(raw: &str) -> Vec<(&'static str, String)> {
     let folded: String = resolve(&decode(path))
         .chars()
         .map(|c| {
-            let up = c.to_uppercase().next().unwrap_or(c);
-            let low = c.to_lowercase().next().unwrap_or(c);
-            if low.is_ascii() {
-                low
-            } else if up.is_ascii() {
-                up.to_ascii_lowercase()
+            // One to one, as Java's Character.toUpperCase/toLowerCase map.
+            let single = |m: String| {
+                let mut it = m.chars();
+                match (it.next(), it.next()) {
+                    (Some(x), None) => Some(x),
+                    _ => None,
+                }
+            };
+            let low = if c == '\u{130}' {
+                Some('i')
             } else {
-                c
+                single(c.to_lowercase().to_string())
+            };
+            let up = single(c.to_uppercase().to_string());
+            match (low, up) {
+                (Some(l), _) if l.is_ascii() => l,
+                (_, Some(u)) if u.is_ascii() => u.to_ascii_lowercase(),
+                _ => c,
             }
         })
         .collect();

@@ -166,18 +166,28 @@ pub fn loose(path: &str) -> String {
             out.push(c.to_ascii_lowercase());
             continue;
         }
-        let lower = c.to_lowercase().next().unwrap_or(c);
-        let upper_lower = c
-            .to_uppercase()
-            .next()
-            .and_then(|u| u.to_lowercase().next());
-        match upper_lower {
-            _ if lower.is_ascii() => out.push(lower),
-            Some(u) if u.is_ascii() => out.push(u),
+        // Those readers map one character to one (Unicode's simple case mappings): a full
+        // mapping to several (`ß` to `SS`, `ﬁ` to `FI`) is none to them. `İ`'s simple
+        // lower case is `i`; Rust gives its full one, `i` and a combining dot.
+        let lower = if c == '\u{130}' {
+            Some('i')
+        } else {
+            one(c.to_lowercase())
+        };
+        let upper_lower = one(c.to_uppercase()).and_then(|u| one(u.to_lowercase()));
+        match (lower, upper_lower) {
+            (Some(l), _) if l.is_ascii() => out.push(l),
+            (_, Some(u)) if u.is_ascii() => out.push(u),
             _ => out.extend(c.to_lowercase()),
         }
     }
     out
+}
+
+/// The one character of a case mapping, if it maps to one.
+fn one(mut m: impl Iterator<Item = char>) -> Option<char> {
+    let first = m.next()?;
+    m.next().is_none().then_some(first)
 }
 
 /// A [`loose`] path as a backend that trims segments reads it: each segment without
@@ -245,8 +255,11 @@ mod tests {
         assert_eq!(loose("/\u{212a}ey"), "/key");
         assert_eq!(both("/admin%1F/x"), "/admin/x");
         assert_eq!(both("/admin%1C%1D"), "/admin");
-        // Other letters keep their own lower case.
+        // Other letters keep their own lower case, and a letter whose upper case is
+        // several (`ß`, `ﬁ`) is no ASCII letter to those readers.
         assert_eq!(loose("/CAF%C3%89"), "/caf\u{e9}");
+        assert_eq!(loose("/stra\u{df}e"), "/stra\u{df}e");
+        assert_eq!(loose("/\u{fb01}le"), "/\u{fb01}le");
         assert_eq!(loose_trimmed("/a/b.txt"), None);
         assert_eq!(loose_trimmed("/a/b/"), None);
         assert_eq!(loose_trimmed("/"), None);

@@ -882,11 +882,17 @@ impl RuleLayers {
             rewrite = Some(
                 rewrite
                     .unwrap_or_else(|| {
-                        nested
+                        let l = nested
                             .iter()
                             .fold(RewriteLayer::new().within(&route.path), |l, p| {
                                 l.excluding(p)
-                            })
+                            });
+                        // As routing reads a proxied target (`loosely_another_route`).
+                        if route.proxy.is_some() {
+                            l.read_loosely()
+                        } else {
+                            l
+                        }
                     })
                     .rule(rule),
             );

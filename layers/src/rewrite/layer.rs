@@ -8,6 +8,7 @@ pub struct RewriteLayer {
     rules: Vec<RewriteRule>,
     within: Option<String>,
     excluding: Vec<String>,
+    loosely: bool,
 }
 
 impl RewriteLayer {
@@ -41,6 +42,16 @@ impl RewriteLayer {
         self
     }
 
+    /// Holds a rewritten path to [`within`](Self::within) and
+    /// [`excluding`](Self::excluding) as a lenient backend reads it too
+    /// ([`crate::path::loose`], [`crate::path::loose_trimmed`]): for a proxy, whose
+    /// upstream may fold case or trim segments (`/app/ADMIN/x`, `/app/admin%20/x` are
+    /// `/app/admin/x` to some).
+    pub fn read_loosely(mut self) -> Self {
+        self.loosely = true;
+        self
+    }
+
     /// Whether a target reads `$remote_addr` or `$scheme`: the server must put the client
     /// in the request's extensions ([`crate::client`]).
     pub fn reads_client(&self) -> bool {
@@ -67,6 +78,16 @@ impl<S> Layer<S> for RewriteLayer {
                 .iter()
                 .map(|p| Arc::from(p.as_str()))
                 .collect(),
+            loose: self.loosely.then(|| {
+                Arc::new(super::service::LooseBounds {
+                    within: self.within.as_deref().map(crate::path::loose),
+                    excluding: self
+                        .excluding
+                        .iter()
+                        .map(|p| crate::path::loose(p))
+                        .collect(),
+                })
+            }),
         }
     }
 }

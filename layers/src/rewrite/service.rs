@@ -13,6 +13,15 @@ pub struct Rewrite<S> {
     pub(super) rules: Arc<[RewriteRule]>,
     pub(super) within: Option<Arc<str>>,
     pub(super) excluding: Arc<[Arc<str>]>,
+    pub(super) loose: Option<Arc<LooseBounds>>,
+}
+
+/// `within` and `excluding` as a lenient backend reads them, made once
+/// ([`RewriteLayer::read_loosely`](super::RewriteLayer::read_loosely)).
+#[derive(Debug)]
+pub(crate) struct LooseBounds {
+    pub(crate) within: Option<String>,
+    pub(crate) excluding: Vec<String>,
 }
 
 /// The rewritten target of `req`: `None` if no rule matches it, `Some(Err)` if the rule
@@ -21,6 +30,7 @@ pub(crate) fn rewritten<B>(
     rules: &[RewriteRule],
     within: Option<&str>,
     excluding: &[Arc<str>],
+    loose: Option<&LooseBounds>,
     req: &Request<B>,
 ) -> Option<Result<Uri, ()>> {
     let path = req.uri().path();
@@ -46,8 +56,7 @@ pub(crate) fn rewritten<B>(
     if within.is_some_and(|p| !under(p)) || excluding.iter().any(|p| under(p)) {
         return Some(Err(()));
     }
-    if (within.is_some() || !excluding.is_empty()) && !loosely_inside(uri.path(), within, excluding)
-    {
+    if loose.is_some_and(|l| !loosely_inside(uri.path(), l)) {
         return Some(Err(()));
     }
     Some(Ok(uri))
@@ -56,23 +65,19 @@ pub(crate) fn rewritten<B>(
 /// Whether `path` stays inside `within` and out of `excluding` however a lenient backend
 /// reads it ([`crate::path::loose`]): `/app/ADMIN/x`, `/app/admin%20/x` and `/app/admin./x`
 /// are `/app/admin/x` to some, and would reach that route's resource past its rules.
-fn loosely_inside(path: &str, within: Option<&str>, excluding: &[Arc<str>]) -> bool {
+fn loosely_inside(path: &str, bounds: &LooseBounds) -> bool {
     let read = crate::path::loose(path);
     let trimmed = crate::path::loose_trimmed(&read);
-    let readings = std::iter::once(read.as_str()).chain(trimmed.as_deref());
     let under = |p: &str, prefix: &str| {
         p.strip_prefix(prefix)
             .is_some_and(|r| r.is_empty() || r.starts_with('/'))
     };
-    for r in readings {
-        if within.is_some_and(|w| !under(r, &crate::path::loose(w))) {
-            return false;
-        }
-        if excluding.iter().any(|e| under(r, &crate::path::loose(e))) {
-            return false;
-        }
-    }
-    true
+    std::iter::once(read.as_str())
+        .chain(trimmed.as_deref())
+        .all(|r| {
+            bounds.within.as_deref().is_none_or(|w| under(r, w))
+                && !bounds.excluding.iter().any(|e| under(r, e))
+        })
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for Rewrite<S>
@@ -89,7 +94,14 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
-        match rewritten(&self.rules, self.within.as_deref(), &self.excluding, &req) {
+        let loose = self.loose.as_deref();
+        match rewritten(
+            &self.rules,
+            self.within.as_deref(),
+            &self.excluding,
+            loose,
+            &req,
+        ) {
             None => {}
             Some(Ok(uri)) => {
                 // An absolute-form request keeps its scheme and authority.
@@ -119,7 +131,11 @@ mod tests {
         let rules = [RewriteRule::new(PathMatch::regex(rule.0).unwrap(), rule.1).unwrap()];
         let req = Request::get(target).body(()).unwrap();
         let excluding: [Arc<str>; 1] = [Arc::from("/app/admin")];
-        rewritten(&rules, within, &excluding, &req).map(|r| r.map(|u| u.to_string()))
+        let loose = LooseBounds {
+            within: within.map(crate::path::loose),
+            excluding: vec![crate::path::loose("/app/admin")],
+        };
+        rewritten(&rules, within, &excluding, Some(&loose), &req).map(|r| r.map(|u| u.to_string()))
     }
 
     #[test]
