@@ -210,6 +210,13 @@ impl Inner {
             self.passive.failed(&self.upstreams, up);
         } else if e.kind() == ErrorKind::UnsentTimeout {
             tracing::warn!(upstream = %up.authority, timeout = ?self.response_timeout, "{e}");
+        } else if e.kind() == ErrorKind::NoLocalResources {
+            // Not the upstream's, but an operator's to hear of (a descriptor limit, ports
+            // exhausted): once per 10 s, not per request of a storm.
+            let now = health::now_ms() / 10_000;
+            if self.shortage_logged.swap(now, Ordering::Relaxed) != now {
+                tracing::warn!(upstream = %up.authority, "{e}");
+            }
         } else {
             tracing::debug!(upstream = %up.authority, "{e}");
         }

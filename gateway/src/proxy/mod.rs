@@ -146,6 +146,9 @@ pub struct Proxy {
 }
 
 struct Inner {
+    /// When, in [`health::now_ms`] tens of seconds, a connection that failed for want of
+    /// this process's own descriptors or ports was last logged: once per 10 s.
+    shortage_logged: AtomicU64,
     upstreams: Vec<Arc<Upstream>>,
     selector: Selector,
     /// One client (and so one connection pool) per worker slot: in `per-core` mode each
@@ -288,6 +291,7 @@ impl Proxy {
                 response_timeout: cfg.response_timeout,
                 upstream_info: false,
                 body_idle: cfg.body_idle_timeout,
+                shortage_logged: AtomicU64::new(u64::MAX),
                 retries: cfg.retries,
                 trusted: headers::trusted(&cfg.trusted_proxies),
                 route_claims: 0,

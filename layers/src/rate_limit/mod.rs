@@ -134,7 +134,8 @@ impl RateLimiter {
             at_ms: now,
         });
         b.tokens = (b.tokens + now.saturating_sub(b.at_ms) as f64 * i.per_ms).min(i.burst);
-        b.at_ms = now;
+        // Never back in time: another thread may have stamped it after `now` was read.
+        b.at_ms = b.at_ms.max(now);
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
             Ok(())
