@@ -308,7 +308,7 @@ fn a_bad_server_level_log_names_its_key() {
         fixtures().join("site").display().to_string(),
         dir.path().join("no/such/dir/a.log").display().to_string()
     );
-    let e = load_config(toml).err().expect("refused");
+    let e = load_config(toml).expect_err("refused");
     assert!(
         e.contains("access_log.path") && e.contains("not a directory"),
         "{e}"

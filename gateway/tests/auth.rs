@@ -575,7 +575,7 @@ fn forward_auth_hears_the_client_behind_trusted_proxies() {
     let r = s.get_with("/api/x", &claim);
     assert_eq!(r.status, 200);
     assert!(r.text().ends_with(" 127.0.0.1 http"), "told {}", r.text());
-    let bad = load_config(toml("\"10.0.0.0/33\"")).err().expect("refused");
+    let bad = load_config(toml("\"10.0.0.0/33\"")).expect_err("refused");
     assert!(
         bad.contains("routes.0.auth.forward.trusted_proxies.0"),
         "{bad}"
