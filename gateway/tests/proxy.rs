@@ -376,6 +376,40 @@ where
     (addr, accepted, open)
 }
 
+/// A client's trailer fields are not forwarded, over HTTP/1.1 or HTTP/2 to the upstream:
+/// an `X-Forwarded-For` or an identity field in trailers would reach the upstream beside
+/// the head the route decided, unchecked. The body still arrives whole.
+#[test]
+fn a_clients_trailers_do_not_reach_the_upstream() {
+    use http_body_util::BodyExt;
+    let b = backend(axum::Router::new().fallback(any(|req: AxumRequest| async move {
+        match req.into_body().collect().await {
+            Ok(got) => {
+                let names: Vec<String> = got
+                    .trailers()
+                    .map(|t| t.keys().map(|k| k.to_string()).collect())
+                    .unwrap_or_default();
+                format!("{} {names:?}", got.to_bytes().len())
+            }
+            Err(e) => format!("body failed: {e}"),
+        }
+    })));
+    for http2 in [false, true] {
+        let s = start(&proxy_toml(&[url(b.addr)], &format!("http2 = {http2}")));
+        let r = send(
+            s.addr,
+            "POST /up HTTP/1.1\r\nHost: t\r\nTE: trailers\r\nTrailer: X-User, X-Forwarded-For\r\n\
+             Transfer-Encoding: chunked\r\n\r\nb\r\nhello world\r\n0\r\n\
+             X-User: admin\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n",
+        );
+        assert_eq!(
+            (r.status, r.text()),
+            (200, "11 []".to_string()),
+            "http2 = {http2}"
+        );
+    }
+}
+
 #[test]
 fn forwarding_headers_and_hop_by_hop_removal() {
     let e = echo();

@@ -108,22 +108,32 @@ impl Body for ReqBody {
         self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        match self.get_mut() {
-            ReqBody::Empty => std::task::Poll::Ready(None),
+        use std::task::Poll;
+        let polled = match self.get_mut() {
+            ReqBody::Empty => Poll::Ready(None),
             ReqBody::Boxed(b) => Pin::new(b).poll_frame(cx),
             ReqBody::Tracked(b, p) => {
-                use std::task::Poll;
                 let polled = Pin::new(&mut *b).poll_frame(cx);
                 p.set(match &polled {
                     Poll::Pending => Progress::AWAITING_CLIENT,
                     Poll::Ready(None) => Progress::SENT,
-                    Poll::Ready(Some(Ok(_))) if b.is_end_stream() => Progress::SENT,
+                    Poll::Ready(Some(Ok(f))) if f.is_trailers() || b.is_end_stream() => {
+                        Progress::SENT
+                    }
                     Poll::Ready(Some(Ok(_))) => Progress::SENDING,
                     Poll::Ready(Some(Err(e))) if super::error::too_large(e) => Progress::TOO_LARGE,
                     Poll::Ready(Some(Err(_))) => Progress::CLIENT_FAILED,
                 });
                 polled
             }
+        };
+        // The client's trailer fields stay here, as nginx's do: a route decides the head
+        // its upstream gets (forwarding fields, an auth's identity), and a trailer of the
+        // same name would arrive beside it unchecked. Trailers end a body (RFC 9110 §6.5),
+        // so the body ends where they were.
+        match polled {
+            Poll::Ready(Some(Ok(f))) if f.is_trailers() => Poll::Ready(None),
+            other => other,
         }
     }
 
