@@ -382,18 +382,20 @@ where
 #[test]
 fn a_clients_trailers_do_not_reach_the_upstream() {
     use http_body_util::BodyExt;
-    let b = backend(axum::Router::new().fallback(any(|req: AxumRequest| async move {
-        match req.into_body().collect().await {
-            Ok(got) => {
-                let names: Vec<String> = got
-                    .trailers()
-                    .map(|t| t.keys().map(|k| k.to_string()).collect())
-                    .unwrap_or_default();
-                format!("{} {names:?}", got.to_bytes().len())
+    let b = backend(
+        axum::Router::new().fallback(any(|req: AxumRequest| async move {
+            match req.into_body().collect().await {
+                Ok(got) => {
+                    let names: Vec<String> = got
+                        .trailers()
+                        .map(|t| t.keys().map(|k| k.to_string()).collect())
+                        .unwrap_or_default();
+                    format!("{} {names:?}", got.to_bytes().len())
+                }
+                Err(e) => format!("body failed: {e}"),
             }
-            Err(e) => format!("body failed: {e}"),
-        }
-    })));
+        })),
+    );
     for http2 in [false, true] {
         let s = start(&proxy_toml(&[url(b.addr)], &format!("http2 = {http2}")));
         let r = send(
