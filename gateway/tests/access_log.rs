@@ -300,6 +300,54 @@ fn requests_no_route_answers_go_to_the_server_level_log() {
     assert!(u[2].contains("\"GET /y HTTP/1.1\" 400 "), "{}", u[2]);
 }
 
+/// A head hyper cannot read as a request is answered by hyper itself (400, 431), before
+/// any Service: it still gets its line in the server-level log, as nginx logs its 400s.
+#[test]
+fn heads_that_are_not_requests_go_to_the_server_level_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let unrouted = dir.path().join("unrouted.log");
+    let s = TestServer::site(&format!(
+        "[limits]\nmax_headers = 20\n[access_log]\npath = {:?}\n[[routes]]\n[routes.static]\n",
+        unrouted.display().to_string()
+    ));
+    let bad_name = send(s.addr, "GET / HTTP/1.1\r\nHost: t\r\nBad Name: x\r\n\r\n");
+    assert_eq!(bad_name.status, 400);
+    let bad_line = send(s.addr, "GET /a b HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(bad_line.status, 400);
+    let many: String = (0..30).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let too_many = send(s.addr, &format!("GET / HTTP/1.1\r\nHost: t\r\n{many}\r\n"));
+    assert_eq!(too_many.status, 431);
+    // On a keep-alive connection, after a request that was read: one line each.
+    let mut c = Conn::open(s.addr);
+    assert_eq!(
+        c.request("GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n")
+            .status,
+        200
+    );
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\x01: x\r\n\r\n");
+    assert_eq!(c.read_response(false).expect("an answer").status, 400);
+    drop(c);
+    let router = s.router.clone();
+    assert!(s.shutdown());
+    router.close_logs();
+    let u = lines(&unrouted);
+    assert_eq!(u.len(), 4, "{u:?}");
+    let statuses: Vec<&str> = u
+        .iter()
+        .map(|l| {
+            assert!(l.starts_with("127.0.0.1 - - ["), "{l}");
+            assert!(l.contains("] \"-\" "), "{l}");
+            l.split("\" ")
+                .nth(1)
+                .unwrap_or("")
+                .split(' ')
+                .next()
+                .unwrap_or("")
+        })
+        .collect();
+    assert_eq!(statuses, ["400", "400", "431", "400"], "{u:?}");
+}
+
 #[test]
 fn a_bad_server_level_log_names_its_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -122,12 +122,18 @@ fn requests_are_counted_by_route_method_and_status() {
     let r = send(g.addr, "BREW /pot HTTP/1.1\r\nHost: t\r\n\r\n");
     assert_eq!(r.status, 405);
     site_bytes += r.body.len();
+    // A head hyper could not read (a space in a field name), answered by hyper itself.
+    let r = send(g.addr, "GET / HTTP/1.1\r\nHost: t\r\nBad Name: x\r\n\r\n");
+    assert_eq!(r.status, 400);
 
     // The last response's body is counted once hyper has sent it: wait for in-flight 0.
+    // The unreadable head is counted as its connection ends, just after hyper's answer.
     let deadline = Instant::now() + Duration::from_secs(5);
+    let unread = "gatehouse_http_requests_total{route=\"(none)\",method=\"OTHER\",status=\"400\"}";
     let (text, m) = loop {
         let (text, m) = scrape(g.admin);
-        if get(&m, "gatehouse_http_requests_in_flight") == 0.0 || Instant::now() > deadline {
+        let settled = get(&m, "gatehouse_http_requests_in_flight") == 0.0 && m.contains_key(unread);
+        if settled || Instant::now() > deadline {
             break (text, m);
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -148,6 +154,11 @@ fn requests_are_counted_by_route_method_and_status() {
         req("(none)", "GET", 400),
         1.0,
         "a bad path is counted, under no route"
+    );
+    assert_eq!(
+        req("(none)", "OTHER", 400),
+        1.0,
+        "a head that is not a request is counted, under no route and no method"
     );
     assert_eq!(
         req("site", "OTHER", 405),
@@ -175,14 +186,15 @@ fn requests_are_counted_by_route_method_and_status() {
         site_bytes as f64
     );
     assert_eq!(get(&m, "gatehouse_http_requests_in_flight"), 0.0);
-    // All nine, the refused one included, by the protocol they came in.
+    // All ten, the refused one and the unreadable head included, by the protocol they came
+    // in.
     let by = |p: &str| {
         let series = format!("gatehouse_http_requests_by_protocol_total{{protocol=\"{p}\"}}");
         m.get(&series).copied().unwrap_or(0.0)
     };
     assert_eq!(
         (by("HTTP/1.1"), by("HTTP/2"), by("HTTP/3")),
-        (9.0, 0.0, 0.0)
+        (10.0, 0.0, 0.0)
     );
     let upstream = format!("{{upstream=\"{up}\"}}");
     assert_eq!(

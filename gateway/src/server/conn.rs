@@ -22,7 +22,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -59,6 +59,9 @@ pub(crate) struct ConnState {
     /// leave body bytes to be read as a head), but it has finished with it once the next
     /// head is read. Also set when a new hyper takes over (see `super::park`).
     pub(crate) hold_until: AtomicU64,
+    /// hyper could not read a head as a request and answered it with this status itself
+    /// (0: it did not); set as the connection ends, logged as its Service is dropped.
+    pub(crate) unread: AtomicU16,
 }
 
 impl ConnState {
@@ -274,7 +277,7 @@ impl<S: Socket> AsyncWrite for TrackedIo<S> {
 
 /// A listener's Service as one connection's hyper Service: counts requests in and
 /// responses out.
-pub(crate) struct ConnService<T> {
+pub(crate) struct ConnService<T: Serve> {
     pub(crate) svc: Fronted<T>,
     pub(crate) state: Arc<ConnState>,
     pub(crate) conn: crate::proxy::ConnInfo,
@@ -302,6 +305,18 @@ impl<T: Serve> ConnService<T> {
             },
         };
         (state, svc)
+    }
+}
+
+impl<T: Serve> Drop for ConnService<T> {
+    fn drop(&mut self) {
+        // A head hyper answered itself never reached the Service: it is logged here, where
+        // the listener's Service and the peer are, and where it costs an idle connection
+        // nothing more.
+        let status = self.state.unread.swap(0, Ordering::Relaxed);
+        if let Ok(status) = http::StatusCode::from_u16(status) {
+            self.svc.unread(status, self.conn);
+        }
     }
 }
 
@@ -562,6 +577,11 @@ impl Watchdog {
             head_ticks: None,
             stalled_ticks: 0,
         }
+    }
+
+    /// The state the connection's requests report to.
+    pub(crate) fn state(&self) -> &ConnState {
+        &self.state
     }
 
     pub(crate) fn tick(&self) -> Duration {

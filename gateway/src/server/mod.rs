@@ -1009,10 +1009,38 @@ impl<C, G: Fn(Pin<&mut C>)> Drive<C, G> {
     }
 }
 
+/// The status hyper answered a head with itself when it could not read it as a request
+/// (its h1 `Server::on_error`): 400, 414 for a target over 64 KiB, 431 for a head too
+/// large. hyper says which only in its error's text.
+fn unread_status(e: &dyn std::any::Any) -> Option<http::StatusCode> {
+    let e = match e.downcast_ref::<hyper::Error>() {
+        Some(e) => e,
+        None => e
+            .downcast_ref::<park::Error>()?
+            .downcast_ref::<hyper::Error>()?,
+    };
+    if !e.is_parse() || e.is_parse_version_h2() || e.is_parse_status() {
+        return None;
+    }
+    let text = e.to_string();
+    if e.is_parse_too_large() {
+        Some(if text.starts_with("URI") {
+            http::StatusCode::URI_TOO_LONG
+        } else {
+            http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+        })
+    } else if text.starts_with("internal") {
+        // hyper's own fault: it answers nothing.
+        None
+    } else {
+        Some(http::StatusCode::BAD_REQUEST)
+    }
+}
+
 impl<C, E, G> Future for Drive<C, G>
 where
     C: Future<Output = Result<(), E>>,
-    E: std::fmt::Display,
+    E: std::fmt::Display + 'static,
     G: Fn(Pin<&mut C>),
 {
     type Output = ();
@@ -1030,6 +1058,12 @@ where
             if let std::task::Poll::Ready(res) = this.conn.as_mut().poll(cx) {
                 if let Err(e) = res {
                     tracing::debug!("connection: {e}");
+                    if let Some(status) = unread_status(&e) {
+                        this.dog
+                            .state()
+                            .unread
+                            .store(status.as_u16(), Ordering::Relaxed);
+                    }
                 }
                 return std::task::Poll::Ready(());
             }

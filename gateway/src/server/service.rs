@@ -208,6 +208,20 @@ impl<T: Serve> Fronted<T> {
         }))
     }
 
+    /// A head hyper could not read as a request, and answered with `status` itself (400,
+    /// 414 or 431): counted and logged as unrouted, as nginx logs the 400s it
+    /// answers. There was no request, so its line's `$request` is `-`.
+    pub(crate) fn unread(&self, status: StatusCode, conn: ConnInfo) {
+        self.front.protocols.count(http::Version::HTTP_11);
+        if let Some(metrics) = self.inner.unrouted() {
+            let started = metrics.start(&http::Method::from_bytes(b"-").unwrap_or_default());
+            metrics.finish(started, status.as_u16(), 0);
+        }
+        if let Some(log) = self.inner.unrouted_log() {
+            log.log(&Record::unread(conn.peer, status));
+        }
+    }
+
     /// Whether file bodies may go out with sendfile on this listener.
     pub(crate) fn sendfile(&self) -> bool {
         self.front.sendfile

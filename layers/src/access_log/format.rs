@@ -32,6 +32,8 @@ pub struct Record {
     /// The ID a [`request_id`](crate::request_id) layer gave the request: it outranks the
     /// client's `X-Request-Id`.
     id: Option<http::HeaderValue>,
+    /// Not a request: a head the server could not read as one (see [`Record::unread`]).
+    unread: bool,
 }
 
 const TARGET: usize = 0;
@@ -105,6 +107,28 @@ impl Record {
             text: text.into_boxed_slice(),
             spans,
             id: None,
+            unread: false,
+        }
+    }
+
+    /// A record of a head from `remote` that could not be read as a request, which the
+    /// server answered with `status` itself (nginx logs the 400s it answers so): its
+    /// `$request` is `-`, and its method and target are `-` too.
+    pub fn unread(remote: Option<SocketAddr>, status: http::StatusCode) -> Record {
+        Record {
+            start: Instant::now(),
+            method: Method::from_bytes(b"-").unwrap_or_default(),
+            version: Version::HTTP_11,
+            remote,
+            status: status.as_u16(),
+            bytes: 0,
+            upstream: None,
+            cache: None,
+            aborted: false,
+            text: Box::new(*b"-"),
+            spans: [Some((0, 1)), None, None, None, None],
+            id: None,
+            unread: true,
         }
     }
 
@@ -414,6 +438,10 @@ fn protocol(v: Version) -> &'static [u8] {
 }
 
 fn request_line(r: &Record, out: &mut Vec<u8>, esc: Esc) {
+    if r.unread {
+        out.push(b'-');
+        return;
+    }
     escaped(r.method.as_str().as_bytes(), out, esc);
     out.push(b' ');
     escaped(r.target(), out, esc);
@@ -681,5 +709,33 @@ mod tests {
             assert_eq!(std::str::from_utf8(&t.local).unwrap(), local);
             assert_eq!(std::str::from_utf8(&t.iso).unwrap(), iso);
         }
+    }
+
+    #[test]
+    fn a_head_not_read_as_a_request_shows_as_dashes() {
+        let peer: SocketAddr = "192.0.2.7:4000".parse().unwrap();
+        let r = Record::unread(
+            Some(peer),
+            http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        );
+        let line = |f: &Format| {
+            let mut out = Vec::new();
+            f.write(&r, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let combined = line(&Format::Combined);
+        assert!(combined.starts_with("192.0.2.7 - - ["), "{combined}");
+        assert!(
+            combined.ends_with("] \"-\" 431 0 \"-\" \"-\"\n"),
+            "{combined}"
+        );
+        let json = line(&Format::Json);
+        assert!(
+            json.contains("\"method\":\"-\",\"uri\":\"-\",\"protocol\":\"HTTP/1.1\""),
+            "{json}"
+        );
+        assert!(json.contains("\"status\":431,\"bytes_sent\":0"), "{json}");
+        let t = Format::template("$request|$request_method|$request_uri|$status").unwrap();
+        assert_eq!(line(&t), "-|-|-|431\n");
     }
 }
