@@ -238,17 +238,25 @@ fn sigusr1_reopens_the_file() {
     assert!(new.contains("?second ") && !new.contains("?first"), "{new}");
 }
 
-#[test]
-fn a_template_with_an_unknown_field_names_its_key() {
+/// What building the routes of the example site with `tables` added says is wrong: the
+/// configuration loads, the router refuses it.
+fn build_error(tables: &str) -> String {
     let toml = format!(
-        "root = {:?}\n[[routes]]\n[routes.static]\n[routes.access_log]\ntemplate = \"$remote_addr $http_cookie\"\n",
+        "root = {:?}\n{tables}",
         fixtures().join("site").display().to_string()
     );
-    let config = load_config(toml).unwrap();
-    let e = gatehouse::router::build(&config)
+    let config = load_config(toml).expect("the configuration loads");
+    gatehouse::router::build(&config)
         .err()
         .expect("refused")
-        .to_string();
+        .to_string()
+}
+
+#[test]
+fn a_template_with_an_unknown_field_names_its_key() {
+    let e = build_error(
+        "[[routes]]\n[routes.static]\n[routes.access_log]\ntemplate = \"$remote_addr $http_cookie\"\n",
+    );
     assert!(
         e.contains("routes.0.access_log.template") && e.contains("http_cookie"),
         "{e}"
@@ -361,15 +369,7 @@ fn a_bad_server_level_log_names_its_key() {
         e.contains("access_log.path") && e.contains("not a directory"),
         "{e}"
     );
-    let toml = format!(
-        "root = {:?}\n[access_log]\ntemplate = \"$remote_addr $http_cookie\"\n",
-        fixtures().join("site").display().to_string()
-    );
-    let config = load_config(toml).unwrap();
-    let e = gatehouse::router::build(&config)
-        .err()
-        .expect("refused")
-        .to_string();
+    let e = build_error("[access_log]\ntemplate = \"$remote_addr $http_cookie\"\n");
     assert!(
         e.starts_with("access_log.template") && e.contains("http_cookie"),
         "{e}"
