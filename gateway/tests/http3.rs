@@ -551,6 +551,126 @@ fn qpack_strings_arrive_as_the_client_encoded_them() {
     }
 }
 
+/// The response side of the test above: fields an upstream sends, of names in QPACK's
+/// static table (RFC 9204 Appendix A) with its values and others, repeated names, empty
+/// values and names of no table, reach an aioquic client as they were sent.
+#[test]
+fn qpack_response_fields_arrive_as_the_upstream_sent_them() {
+    let mut seed: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("seed {seed}");
+    let mut rnd = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    // Name and value pairs in the static table, names in it, and names in none.
+    let pairs = [
+        ("cache-control", "no-cache"),
+        ("access-control-allow-origin", "*"),
+        ("x-frame-options", "deny"),
+        ("x-content-type-options", "nosniff"),
+        ("strict-transport-security", "max-age=31536000"),
+        ("etag", ""),
+        ("set-cookie", ""),
+    ];
+    let names = [
+        "etag",
+        "link",
+        "location",
+        "set-cookie",
+        "cache-control",
+        "content-disposition",
+        "last-modified",
+        "access-control-allow-origin",
+        "x-frame-options",
+    ];
+    let value_chars: Vec<char> = ('!'..='~').chain(['é', '€', '\u{ff}']).collect();
+    let mut fields: Vec<Vec<(String, String)>> = Vec::new();
+    for _ in 0..60 {
+        let mut these = Vec::new();
+        for _ in 0..rnd(12) {
+            let mut value: String = (0..rnd(60))
+                .map(|_| value_chars[rnd(value_chars.len() as u64) as usize])
+                .collect();
+            let name = match rnd(3) {
+                0 => {
+                    let (n, v) = pairs[rnd(pairs.len() as u64) as usize];
+                    value = v.to_string();
+                    n.to_string()
+                }
+                1 => names[rnd(names.len() as u64) as usize].to_string(),
+                _ => format!(
+                    "x-{}",
+                    (0..1 + rnd(20))
+                        .map(|_| (b'a' + rnd(26) as u8) as char)
+                        .collect::<String>()
+                ),
+            };
+            these.push((name, value));
+        }
+        fields.push(these);
+    }
+    let sent = std::sync::Arc::new(fields.clone());
+    let app = axum::Router::new().route(
+        "/api/{i}",
+        axum::routing::get(move |axum::extract::Path(i): axum::extract::Path<usize>| {
+            let sent = sent.clone();
+            async move {
+                let mut res = axum::response::Response::new(axum::body::Body::empty());
+                for (n, v) in &sent[i] {
+                    res.headers_mut().append(
+                        http::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                        http::HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+                    );
+                }
+                res
+            }
+        }),
+    );
+    let up = serve_axum(loopback(), app);
+    let h = H3::new();
+    let s = TestServer::site(&format!(
+        "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
+        h.tls()
+    ));
+    let paths: Vec<String> = (0..fields.len()).map(|i| format!("/api/{i}")).collect();
+    let reqs: Vec<Req> = paths.iter().map(|p| get(p)).collect();
+    let got = ask(&h, port(&s), &reqs);
+    let ours = |n: &str| {
+        n.starts_with("x-") && n != "x-request-id"
+            || names.contains(&n)
+            || pairs.iter().any(|(p, _)| *p == n)
+    };
+    for ((g, want), path) in got.iter().zip(&fields).zip(&paths) {
+        assert_eq!(g.status, 200, "{path} {:?}", g.error);
+        let arrived: Vec<(String, String)> =
+            g.headers.iter().filter(|(n, _)| ours(n)).cloned().collect();
+        // Grouped by name, as any HTTP library holds them: each name's values in order.
+        let mut map = http::HeaderMap::new();
+        for (n, v) in want {
+            map.append(
+                http::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                http::HeaderValue::from_bytes(v.as_bytes()).unwrap(),
+            );
+        }
+        let want: Vec<(String, String)> = map
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.to_string(),
+                    String::from_utf8(v.as_bytes().to_vec()).unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(arrived, want, "{path}");
+    }
+}
+
 #[test]
 fn a_body_that_disagrees_with_its_length_never_reaches_the_upstream() {
     let h = H3::new();

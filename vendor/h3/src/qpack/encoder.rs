@@ -12,7 +12,9 @@ use super::{
         Error as DynamicTableError,
     },
     parse_error::ParseError,
+    prefix_int,
     prefix_int::Error as IntError,
+    prefix_string,
     prefix_string::Error as StringError,
     static_::StaticTable,
     stream::{
@@ -200,18 +202,42 @@ where
     HeaderPrefix::new(0, 0, 0, 0).encode(block);
     for field in fields {
         let field = field.as_ref();
-
-        if let Some(index) = StaticTable::find(field) {
-            Indexed::Static(index).encode(block);
-        } else if let Some(index) = StaticTable::find_name(&field.name) {
-            LiteralWithNameRef::new_static(index, field.value.clone()).encode(block)?;
-        } else {
-            Literal::new(field.name.clone(), field.value.clone()).encode(block)?;
-        }
-
-        size += field.mem_size() as u64;
+        // gatehouse: written from the field's bytes, not from copies of them.
+        size += encode_field(block, &field.name, &field.value)?;
     }
     Ok(size)
+}
+
+// gatehouse: `encode_stateless` for fields as borrowed (name, value) pairs. A response's
+// fields were each copied twice or three times into vectors of their own on the way to
+// the wire (`HeaderField::from`, then `Literal::new`): about 20 allocations for a static
+// file's response, 1% of h3-1k's CPU.
+pub fn encode_stateless_pairs<'a, W, T>(block: &mut W, fields: T) -> Result<u64, EncoderError>
+where
+    W: BufMut,
+    T: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+{
+    let mut size = 0;
+    HeaderPrefix::new(0, 0, 0, 0).encode(block);
+    for (name, value) in fields {
+        size += encode_field(block, name, value)?;
+    }
+    Ok(size)
+}
+
+// gatehouse: one field as `encode_stateless` wrote it (RFC 9204 §4.5.2, §4.5.4, §4.5.6,
+// no Huffman coding), returning its size as `HeaderField::mem_size` counts it.
+fn encode_field<W: BufMut>(block: &mut W, name: &[u8], value: &[u8]) -> Result<u64, EncoderError> {
+    if let Some(index) = StaticTable::find_pair(name, value) {
+        Indexed::Static(index).encode(block);
+    } else if let Some(index) = StaticTable::find_name(name) {
+        prefix_int::encode(4, 0b0101, index as u64, block);
+        prefix_string::encode(8, 0, value, block)?;
+    } else {
+        prefix_string::encode(4, 0b0010, name, block)?;
+        prefix_string::encode(8, 0, value, block)?;
+    }
+    Ok((name.len() + value.len() + super::field::ESTIMATED_OVERHEAD_BYTES) as u64)
 }
 
 #[cfg(test)]

@@ -121,10 +121,16 @@ where
         let response::Parts {
             status, headers, ..
         } = parts;
-        let headers = Header::response(status, headers);
-
-        let mut block = BytesMut::new();
-        let mem_size = qpack::encode_stateless(&mut block, headers).map_err(|_e| {
+        // gatehouse: encoded from the response's own bytes (see `encode_stateless_pairs`),
+        // into a block sized for it at once.
+        let room = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 8).sum::<usize>();
+        let mut block = BytesMut::with_capacity(room + 16);
+        let fields = std::iter::once((&b":status"[..], status.as_str().as_bytes())).chain(
+            headers
+                .iter()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+        );
+        let mem_size = qpack::encode_stateless_pairs(&mut block, fields).map_err(|_e| {
             self.handle_connection_error_on_stream(InternalConnectionError {
                 code: Code::H3_INTERNAL_ERROR,
                 message: "Failed to encode headers".to_string(),
