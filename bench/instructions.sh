@@ -6,7 +6,7 @@
 # is not counted.
 #
 # Usage: bench/instructions.sh NEW_BINARY BASE_BINARY
-# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also cache-1k, cache-vary-1k (its origin sends Vary), rules-1k, its parts
+# Inputs (environment): SCENARIOS ("static-1k proxy-1k h2-1k"; also h3-1k, cache-1k, cache-vary-1k (its origin sends Vary), rules-1k, its parts
 # headers-1k, cors-1k and request-id-1k, and redirect, for which both binaries must know
 # issue 32's keys), N (requests in the long
 # run, 6000), SMALL (in the short run, 1000), CONNECTIONS (8). Each figure is
@@ -38,6 +38,9 @@ COLLECT=${COLLECT:-*server::Drive<*}
 # counts that task instead.
 TLS_TASK='*server::accept_loop::{{closure}}::{{closure}}'
 COLLECT_TLS=${COLLECT_TLS:-$TLS_TASK}
+# h3-1k (oha's HTTP/3) runs in several tasks a connection (quinn's endpoint and connection
+# drivers, h3's connection, its requests'): COLLECT_H3 counts every task the runtime runs.
+COLLECT_H3=${COLLECT_H3:-*current_thread::Context::run_task}
 OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 PORT=18581 ADMIN=18582 TLS=18583 BACKEND=18591 BACKEND_ADMIN=18592
 CACHE_BACKEND=18593 CACHE_BACKEND_ADMIN=18594
@@ -94,8 +97,8 @@ admin_listen = "127.0.0.1:$ADMIN"
 workers = 1
 EOF
   case "$1" in
-    h2-1k) printf '[tls]\nlisten = "127.0.0.1:%s"\n[[tls.certs]]\ncert = "%s"\nkey = "%s"\n' \
-      "$TLS" "$WORK/cert.pem" "$WORK/key.pem" ;;
+    h2-1k | h3-1k) printf '[tls]\nlisten = "127.0.0.1:%s"\nhttp3 = %s\n[[tls.certs]]\ncert = "%s"\nkey = "%s"\n' \
+      "$TLS" "$([ "$1" = h3-1k ] && echo true || echo false)" "$WORK/cert.pem" "$WORK/key.pem" ;;
   esac
   case "$1" in
     proxy-1k) printf '[[routes]]\n[routes.proxy]\nupstreams = ["http://127.0.0.1:%s"]\n' "$BACKEND" ;;
@@ -127,6 +130,10 @@ count() { # bin scenario n
     url="https://127.0.0.1:$TLS/1k.bin"
     args=(--insecure --http2 -p 4)
   fi
+  if [ "$scenario" = h3-1k ]; then
+    url="https://127.0.0.1:$TLS/1k.bin"
+    args=(--insecure --http-version 3 -p 4)
+  fi
   case "$scenario" in rules-1k | cors-1k) args=(-H "Origin: https://app.example.test") ;; esac
   [ "$scenario" = cache-vary-1k ] && url="http://127.0.0.1:$PORT/v/1k.bin"
   local asked=$url
@@ -135,6 +142,7 @@ count() { # bin scenario n
   local collect=()
   local pattern=$COLLECT
   [ "$scenario" = h2-1k ] && [ "$COLLECT" != all ] && pattern=$COLLECT_TLS
+  [ "$scenario" = h3-1k ] && [ "$COLLECT" != all ] && pattern=$COLLECT_H3
   if [ "$pattern" != all ]; then
     local c pats
     read -r -a pats <<< "$pattern"
