@@ -378,6 +378,10 @@ async fn connection<T: Serve>(
     // The connection's requests: aborted with it when it ends (the client went away), as
     // hyper drops an HTTP/2 connection's streams.
     let mut tasks = tokio::task::JoinSet::new();
+    // One Service for the connection's requests, as hyper shares one among an HTTP/2
+    // connection's streams: a clone for each would clone the router and miss the stack
+    // it keeps from the request before.
+    let svc = Arc::new(svc);
     let mut closing = *shutdown.borrow();
     if closing {
         let _ = crate::rt::within(DRAIN_WAIT, h3.shutdown(0)).await;
@@ -437,10 +441,8 @@ async fn connection<T: Serve>(
                     let mut request = Box::pin(async move {
                         // A stream opened with its HEADERS never completed holds a task
                         // only this long (QUIC's stream limit bounds how many).
-                        let resolved = Box::pin(crate::rt::within(
-                            limits.header_read,
-                            resolver.resolve_request(),
-                        ));
+                        let resolved =
+                            crate::rt::within(limits.header_read, resolver.resolve_request());
                         if let Some(Ok((req, stream))) = resolved.await {
                             if let Some(counts) = &early {
                                 match super::front::is_safe(req.method()) {
@@ -449,8 +451,7 @@ async fn connection<T: Serve>(
                                 }
                             }
                             let early = early.is_some();
-                            Box::pin(request(req, stream, svc, conn_info, &budget, limits, early))
-                                .await;
+                            request(req, stream, svc, conn_info, &budget, limits, early).await;
                         }
                     });
                     // As an HTTP/2 stream is (`InlineFirst`): polled once here, and given a
@@ -533,7 +534,7 @@ struct Limits {
 async fn request<T: Serve>(
     req: Request<()>,
     stream: Stream,
-    svc: Fronted<T>,
+    svc: Arc<Fronted<T>>,
     conn: ConnInfo,
     budget: &h2send::ConnBudget,
     Limits { stall, header_read }: Limits,
