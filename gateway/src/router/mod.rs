@@ -349,8 +349,10 @@ pub struct GatewayRouter {
     /// What routes with `mount` serve, kept for reloads.
     mounts: Arc<Mounts>,
     /// This clone's copy of the stack it called last. A mutex because the server's Service
-    /// is shared by a connection's HTTP/2 streams; they are called one at a time from the
-    /// connection's task, so it is never contended (and `try_lock` never waits).
+    /// is shared by a connection's HTTP/2 streams and HTTP/3 requests. HTTP/2's are called
+    /// from the connection's task; an HTTP/3 request that waited for its body's end calls
+    /// from its own task, on another thread in `runtime = "shared"`. `try_lock` never
+    /// waits: when it fails (contended, or poisoned by a panic), the call clones the stack.
     last: std::sync::Mutex<Option<Cached>>,
 }
 
@@ -1361,7 +1363,7 @@ impl GatewayRouter {
                 });
                 cached.stack.call(req)
             }
-            // Never, as said at `last`; were it, a clone of the stack does as well.
+            // Rarely (see `last`); a clone of the stack does as well.
             Err(_) => route.stack.clone().call(req),
         };
         RouterFuture {

@@ -27,7 +27,7 @@ use http::{response, HeaderMap, Response};
 use quic::StreamId;
 
 use crate::{
-    proto::{frame::Frame, headers::Header},
+    proto::frame::Frame,
     qpack,
     quic::SendStream as _,
     stream::{self},

@@ -65,7 +65,6 @@ pub fn decode(input: &[u8]) -> Result<Vec<u8>, Error> {
     }
 }
 
-/// Code lengths of RFC 7541 Appendix B, shortest first.
 /// For each value of the next 8 bits, `len << 8 | symbol` if they begin with a code of
 /// at most 8 bits (the digits, the lower-case letters and most of a path's and a host's
 /// punctuation), else 0. Every such code's limit is a multiple of 2^24, so the 8 bits
@@ -93,6 +92,7 @@ const fn short_codes() -> [u16; 256] {
     table
 }
 
+/// Code lengths of RFC 7541 Appendix B, shortest first.
 const LENGTHS: [u32; 21] = [5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 30];
 /// Per length: one past its last code, left-justified in 32 bits (the code is canonical).
 const LIMITS: [u64; 21] = [0x50000000, 0xb8000000, 0xf8000000, 0xfe000000, 0xff400000, 0xffa00000, 0xffc00000, 0xfff00000, 0xfff80000, 0xfffe0000, 0xfffe6000, 0xfffee000, 0xffff4800, 0xffffb000, 0xffffea00, 0xfffff600, 0xfffff800, 0xfffffbc0, 0xfffffe20, 0xfffffff0, 0x100000000];
