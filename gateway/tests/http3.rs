@@ -478,6 +478,22 @@ fn the_proxy_forwards_uploads_and_bodiless_requests_as_they_came() {
 /// Field strings as a real encoder (aioquic's ls-qpack) Huffman codes them, through
 /// gatehouse's QPACK decoder to an upstream that answers with what it got: 200 random
 /// paths and values, over all of the code's lengths (5 to 30 bits).
+/// A number below `n` at each call (xorshift), from a seed it prints for a rerun.
+fn random() -> impl FnMut(u64) -> u64 {
+    let mut seed: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("seed {seed}");
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 #[test]
 fn qpack_strings_arrive_as_the_client_encoded_them() {
     let h = H3::new();
@@ -494,18 +510,7 @@ fn qpack_strings_arrive_as_the_client_encoded_them() {
         "{}[[routes]]\npath = \"/api\"\n[routes.proxy]\nupstreams = [\"http://{up}\"]\n",
         h.tls()
     ));
-    let mut seed: u64 = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    eprintln!("seed {seed}");
-    let mut rnd = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rnd = random();
     // Visible ASCII and, as UTF-8, U+0080 to U+00FF: bytes whose codes are the longest.
     let mut text = |len: u64, from: &[char]| -> String {
         (0..len)
@@ -556,18 +561,7 @@ fn qpack_strings_arrive_as_the_client_encoded_them() {
 /// values and names of no table, reach an aioquic client as they were sent.
 #[test]
 fn qpack_response_fields_arrive_as_the_upstream_sent_them() {
-    let mut seed: u64 = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    eprintln!("seed {seed}");
-    let mut rnd = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rnd = random();
     // Name and value pairs in the static table, names in it, and names in none.
     let pairs = [
         ("cache-control", "no-cache"),
