@@ -163,6 +163,8 @@ pub(crate) struct Fill {
     pub store: ResponseStore,
     pub key: Key,
     pub vary: Vec<HeaderName>,
+    /// The request's values of the fields `vary` names ([`super::key::selecting`]).
+    pub selecting: std::sync::Arc<[u8]>,
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub exchange: super::policy::Exchange,
@@ -191,7 +193,8 @@ impl Fill {
             self.exchange,
             self.heuristic_max,
             self.version.take().unwrap_or_else(StoredVersion::new),
-        );
+        )
+        .with_selecting(self.selecting.clone());
         let vary = std::mem::take(&mut self.vary);
         self.store.insert(self.key.clone(), vary, entry);
         // Dropped after the entry is in: the flight's waiters find it.

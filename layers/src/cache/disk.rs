@@ -18,7 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const MAGIC: &[u8; 8] = b"GHCACHE1";
+/// Version 2 keeps a variant's [`key::selecting`](super::key::selecting) bytes after its
+/// `Vary` names. Version 1 files are read still, but for variants, whose values they lack.
+const MAGIC: &[u8; 8] = b"GHCACHE2";
+const MAGIC_1: &[u8; 8] = b"GHCACHE1";
 /// The largest field section a file may claim, against a corrupt length.
 const MAX_HEAD: u64 = 1 << 20;
 
@@ -435,6 +438,7 @@ fn write_entry(path: &Path, key: &Key, vary: &[HeaderName], e: &Entry) -> io::Re
     for n in vary {
         put_bytes(&mut head, n.as_str().as_bytes());
     }
+    put_bytes(&mut head, e.selecting());
     head.extend_from_slice(&e.status.as_u16().to_le_bytes());
     for t in [e.exchange.request_time, e.exchange.response_time] {
         let (s, n) = since_epoch(t);
@@ -554,18 +558,28 @@ fn bad(what: &str) -> io::Error {
 struct Head {
     key: Key,
     vary: Vec<HeaderName>,
+    selecting: Arc<[u8]>,
     status: StatusCode,
     exchange: Exchange,
     headers: HeaderMap,
 }
 
-fn parse_head(b: &[u8]) -> io::Result<Head> {
+fn parse_head(b: &[u8], version: u8) -> io::Result<Head> {
     let mut c = Cursor(b);
     let primary = std::str::from_utf8(c.bytes()?).map_err(|_| bad("key"))?;
     let secondary = c.u64()?;
     let mut vary = Vec::new();
     for _ in 0..c.u32()? {
         vary.push(HeaderName::from_bytes(c.bytes()?).map_err(|_| bad("vary"))?);
+    }
+    let selecting: Arc<[u8]> = match version {
+        1 if secondary != 0 => return Err(bad("a variant without its request's values")),
+        1 => Arc::from(&[][..]),
+        _ => c.bytes()?.into(),
+    };
+    // The values must be those the key was made from: a damaged file answers no one.
+    if super::key::secondary_of(&selecting) != secondary {
+        return Err(bad("selecting values"));
     }
     let status = StatusCode::from_u16(c.u16()?).map_err(|_| bad("status"))?;
     let exchange = Exchange {
@@ -585,19 +599,23 @@ fn parse_head(b: &[u8]) -> io::Result<Head> {
             secondary,
         },
         vary,
+        selecting,
         status,
         exchange,
         headers,
     })
 }
 
-fn open_head(path: &Path) -> io::Result<(std::fs::File, Vec<u8>, u64)> {
+/// The file, its head's bytes, its size and its format's version.
+fn open_head(path: &Path) -> io::Result<(std::fs::File, Vec<u8>, u64, u8)> {
     let mut f = std::fs::File::open(path)?;
     let mut magic = [0u8; 16];
     f.read_exact(&mut magic)?;
-    if &magic[..8] != MAGIC {
-        return Err(bad("not a cache file"));
-    }
+    let version = match &magic[..8] {
+        m if m == MAGIC => 2,
+        m if m == MAGIC_1 => 1,
+        _ => return Err(bad("not a cache file")),
+    };
     let len = u64::from_le_bytes(magic[8..].try_into().unwrap_or_default());
     if len > MAX_HEAD {
         return Err(bad("head too large"));
@@ -605,18 +623,18 @@ fn open_head(path: &Path) -> io::Result<(std::fs::File, Vec<u8>, u64)> {
     let mut head = vec![0u8; len as usize];
     f.read_exact(&mut head)?;
     let size = f.metadata()?.len();
-    Ok((f, head, size))
+    Ok((f, head, size, version))
 }
 
 fn read_head(path: &Path) -> io::Result<(Key, Vec<HeaderName>, u64)> {
-    let (_, head, size) = open_head(path)?;
-    let h = parse_head(&head)?;
+    let (_, head, size, version) = open_head(path)?;
+    let h = parse_head(&head, version)?;
     Ok((h.key, h.vary, size))
 }
 
 fn read_entry(path: &Path, heuristic_max: Duration) -> io::Result<(Key, Vec<HeaderName>, Entry)> {
-    let (mut f, head, size) = open_head(path)?;
-    let h = parse_head(&head)?;
+    let (mut f, head, size, version) = open_head(path)?;
+    let h = parse_head(&head, version)?;
     let mut len = [0u8; 8];
     f.read_exact(&mut len)?;
     let len = u64::from_le_bytes(len);
@@ -632,7 +650,8 @@ fn read_entry(path: &Path, heuristic_max: Duration) -> io::Result<(Key, Vec<Head
         h.exchange,
         heuristic_max,
         crate::upstream::StoredVersion::new(),
-    );
+    )
+    .with_selecting(h.selecting);
     Ok((h.key, h.vary, entry))
 }
 
@@ -702,10 +721,16 @@ mod tests {
     fn an_entry_comes_back_whole_in_the_next_process() {
         let dir = tempfile::tempdir().unwrap();
         let vary = vec![HeaderName::from_static("accept-language")];
+        let mut asked = HeaderMap::new();
+        asked.insert("accept-language", "fr, de".parse().unwrap());
+        let selecting: Arc<[u8]> = super::super::key::selecting(&asked, &vary).into();
+        let sec = super::super::key::secondary_of(&selecting);
+        let entry =
+            |body: &str, max_age: &str| entry(body, max_age).with_selecting(selecting.clone());
         {
             let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
             t.store(
-                &key("GET http://h/a", 7),
+                &key("GET http://h/a", sec),
                 &vary,
                 &entry("hello", "max-age=60"),
                 t.ticket(),
@@ -717,7 +742,7 @@ mod tests {
         assert_eq!(t.files(), 1, "the garbage and the temporary file are gone");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
         assert_eq!(t.vary_names("GET http://h/a"), Some(vary.clone()));
-        let (v, e) = t.load(&key("GET http://h/a", 7), Duration::ZERO).unwrap();
+        let (v, e) = t.load(&key("GET http://h/a", sec), Duration::ZERO).unwrap();
         let want = entry("hello", "max-age=60");
         assert_eq!(v, vary);
         assert_eq!(
@@ -725,28 +750,83 @@ mod tests {
             (&b"hello"[..], want.status, want.lifetime)
         );
         assert_eq!(e.headers, want.headers);
+        // The request's values come back with it: only the same values are answered.
+        assert!(e.selects(&selecting));
+        asked.insert("accept-language", "de, fr".parse().unwrap());
+        assert!(!e.selects(&super::super::key::selecting(&asked, &vary)));
         assert_eq!(e.exchange.request_time, want.exchange.request_time);
         assert_eq!(e.exchange.response_time, want.exchange.response_time);
-        assert!(t.load(&key("GET http://h/a", 8), Duration::ZERO).is_none());
+        assert!(t
+            .load(&key("GET http://h/a", sec ^ 1), Duration::ZERO)
+            .is_none());
         let before = t.ticket();
         assert_eq!(t.remove_primary("GET http://h/a"), 1);
-        assert!(!t.has(&key("GET http://h/a", 7)));
+        assert!(!t.has(&key("GET http://h/a", sec)));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         // A write decided before the removal and run after it is dropped.
         t.store(
-            &key("GET http://h/a", 7),
+            &key("GET http://h/a", sec),
             &vary,
             &entry("old", "max-age=60"),
             before,
         );
         assert_eq!(t.files(), 0);
         t.store(
-            &key("GET http://h/a", 7),
+            &key("GET http://h/a", sec),
             &vary,
             &entry("new", "max-age=60"),
             t.ticket(),
         );
         assert_eq!(t.files(), 1);
+    }
+
+    /// A file of the format before the request's values were kept: read back when it is
+    /// no variant, dropped when it is one, whose values nobody can compare.
+    #[test]
+    fn a_version_1_file_is_read_unless_it_is_a_variant() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = key("GET http://h/a", 0);
+        let variant = key("GET http://h/b", 7);
+        let (plain_path, variant_path) = {
+            let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+            t.store(&plain, &[], &entry("a", "max-age=60"), t.ticket());
+            (t.path(file_id(&plain)), t.path(file_id(&variant)))
+        };
+        // Version 2 less the selecting values' length (4 bytes of 0, after the key,
+        // secondary and vary count), with the older magic and head length.
+        let v2 = std::fs::read(&plain_path).unwrap();
+        let at = 16 + 4 + "GET http://h/a".len() + 8 + 4;
+        assert_eq!(&v2[at..at + 4], &[0; 4]);
+        let head = u64::from_le_bytes(v2[8..16].try_into().unwrap()) - 4;
+        let mut v1 = b"GHCACHE1".to_vec();
+        v1.extend_from_slice(&head.to_le_bytes());
+        v1.extend_from_slice(&v2[16..at]);
+        v1.extend_from_slice(&v2[at + 4..]);
+        std::fs::write(&plain_path, &v1).unwrap();
+        // The same file as the variant's: its key in its head, one Vary name, no values.
+        let mut h = Vec::new();
+        put_bytes(&mut h, b"GET http://h/b");
+        h.extend_from_slice(&7u64.to_le_bytes());
+        h.extend_from_slice(&1u32.to_le_bytes());
+        put_bytes(&mut h, b"accept-language");
+        h.extend_from_slice(&v1[16 + 4 + "GET http://h/a".len() + 8 + 4..]);
+        let body_part = 8 + 1;
+        let err = parse_head(&h[..h.len() - body_part], 1).err().unwrap();
+        assert!(err.to_string().contains("a variant without"), "{err}");
+        // Well made but for being a variant: as no variant, it parses.
+        let mut not_varied = h[..h.len() - body_part].to_vec();
+        not_varied[4 + 14..4 + 14 + 8].copy_from_slice(&0u64.to_le_bytes());
+        assert!(parse_head(&not_varied, 1).is_ok());
+        let mut file = b"GHCACHE1".to_vec();
+        file.extend_from_slice(&((h.len() - body_part) as u64).to_le_bytes());
+        file.extend_from_slice(&h);
+        std::fs::write(&variant_path, &file).unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(t.files(), 1, "the variant is dropped");
+        assert!(!variant_path.exists());
+        let (_, e) = t.load(&plain, Duration::ZERO).unwrap();
+        assert_eq!(&e.body[..], b"a");
+        assert!(e.selects(&[]));
     }
 
     /// Found in review: a damaged time panicked at every start and reload, and a far
@@ -761,8 +841,9 @@ mod tests {
             t.path(file_id(&k))
         };
         let good = std::fs::read(&path).unwrap();
-        // MAGIC, the head's length, the key (4 + 14), secondary, vary count, status.
-        let at = 16 + 4 + "GET http://h/a".len() + 8 + 4 + 2;
+        // MAGIC, the head's length, the key (4 + 14), secondary, vary count, the
+        // selecting values' length (none), status.
+        let at = 16 + 4 + "GET http://h/a".len() + 8 + 4 + 4 + 2;
         let secs = u64::from_le_bytes(good[at..at + 8].try_into().unwrap());
         let ten_years = 10 * 365 * 86_400;
         for bad_secs in [secs | 1 << 63, u64::MAX, secs + ten_years] {

@@ -2,7 +2,7 @@
 
 use http::header::{HeaderName, COOKIE, HOST};
 use http::{HeaderMap, HeaderValue, Request};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 
 /// What besides the target goes into a key.
@@ -281,42 +281,104 @@ pub(crate) fn cookies_ambiguous(headers: &HeaderMap, names: &[String]) -> bool {
     seen.iter().any(|&c| c > 1)
 }
 
-/// The secondary key (§4.1): a hash of the request's values of the fields `names`, each
-/// normalised (whitespace around list members dropped, members joined by one comma).
-/// 0 when `names` is empty.
-pub(crate) fn secondary(headers: &HeaderMap, names: &[HeaderName]) -> u64 {
+/// The request's values of the fields `names` (RFC 9111 §4.1), normalised and written
+/// out so that two requests a stored response may answer write the same bytes: each
+/// name, then whether the field is present (an absent field matches only an absent one,
+/// not an empty one), then its members, each length-prefixed so that no value can pass
+/// for two. Stored with the entry and compared on every lookup: the secondary key is only
+/// their hash ([`secondary_of`]), and two requests whose values differ must never share an
+/// answer, however their hashes fall. Empty when `names` is.
+///
+/// A list-based field's lines and members are one list (RFC 9110 §5.3): `Foo: 1, 2` is
+/// `Foo: 1` and `Foo: 2`, and whitespace around members does not count. So is a field
+/// this does not know, whose sender may only repeat it if it is a list. A field known to
+/// hold one value ([`singleton`]: `User-Agent`, `Authorization`, dates) keeps its bytes
+/// as they are, commas and spaces included. Cookie's crumbs are joined by `;` (RFC 9113
+/// §8.2.3), and a comma is part of a cookie's value.
+pub(crate) fn selecting(headers: &HeaderMap, names: &[HeaderName]) -> Vec<u8> {
+    let mut out = Vec::new();
     if names.is_empty() {
-        return 0;
+        return out;
     }
-    static STATE: OnceLock<ahash::RandomState> = OnceLock::new();
-    let mut h = STATE
-        .get_or_init(|| ahash::RandomState::with_seeds(1, 2, 3, 4))
-        .build_hasher();
+    let put = |out: &mut Vec<u8>, b: &[u8]| {
+        out.extend_from_slice(&u32::try_from(b.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(b);
+    };
     for name in names {
-        name.as_str().hash(&mut h);
-        // An absent field matches only an absent one, not an empty one (§4.1); the
-        // number of lines does not count, as `Foo: 1, 2` is `Foo: 1` and `Foo: 2`.
-        headers.contains_key(name).hash(&mut h);
-        // Cookie's lines are joined by `;` (RFC 9113 §8.2.3), and a comma is part of a
-        // cookie's value: `a=1,b=2` is not the two cookies `a=1` and `b=2`.
+        put(&mut out, name.as_str().as_bytes());
+        if !headers.contains_key(name) {
+            out.push(0);
+            continue;
+        }
+        out.push(1);
         let sep = if name == http::header::COOKIE {
-            b';'
+            Some(b';')
+        } else if singleton(name) {
+            None
         } else {
-            b','
+            Some(b',')
         };
         for v in headers.get_all(name) {
-            for member in v.as_bytes().split(|&b| b == sep) {
-                let m = member.trim_ascii();
-                if !m.is_empty() {
-                    m.hash(&mut h);
-                    0xffu8.hash(&mut h);
+            let v = v.as_bytes();
+            match sep {
+                None => put(&mut out, v.trim_ascii()),
+                Some(sep) => {
+                    for member in v.split(|&b| b == sep) {
+                        let m = member.trim_ascii();
+                        if !m.is_empty() {
+                            put(&mut out, m);
+                        }
+                    }
                 }
             }
         }
-        0xfeu8.hash(&mut h);
+        // The end of this field's members.
+        out.extend_from_slice(&u32::MAX.to_le_bytes());
     }
-    // 0 is the key of responses without Vary.
-    h.finish().max(1)
+    out
+}
+
+/// Request fields defined to hold one value (RFC 9110, RFC 9111, RFC 6454), in which a
+/// comma is part of the value: their bytes select a variant as they are.
+fn singleton(name: &HeaderName) -> bool {
+    use http::header;
+    [
+        header::USER_AGENT,
+        header::AUTHORIZATION,
+        header::PROXY_AUTHORIZATION,
+        header::REFERER,
+        header::HOST,
+        header::DATE,
+        header::IF_MODIFIED_SINCE,
+        header::IF_UNMODIFIED_SINCE,
+        header::IF_RANGE,
+        header::RANGE,
+        header::ORIGIN,
+        header::CONTENT_TYPE,
+        header::CONTENT_LENGTH,
+        header::FROM,
+        header::MAX_FORWARDS,
+    ]
+    .contains(name)
+}
+
+/// The secondary key: a hash of [`selecting`]'s bytes, 0 when they are empty (responses
+/// without Vary), never 0 otherwise.
+pub(crate) fn secondary_of(selecting: &[u8]) -> u64 {
+    if selecting.is_empty() {
+        return 0;
+    }
+    static STATE: OnceLock<ahash::RandomState> = OnceLock::new();
+    STATE
+        .get_or_init(|| ahash::RandomState::with_seeds(1, 2, 3, 4))
+        .hash_one(selecting)
+        .max(1)
+}
+
+/// [`secondary_of`] the request's [`selecting`] bytes.
+#[cfg(test)]
+pub(crate) fn secondary(headers: &HeaderMap, names: &[HeaderName]) -> u64 {
+    secondary_of(&selecting(headers, names))
 }
 
 /// The fields a response's `Vary` names, lowercased and in order, without repeats.
@@ -455,6 +517,118 @@ mod tests {
         );
     }
 
+    /// Any list of members, written on any number of lines with any whitespace around
+    /// them, selects as itself, and as no other list; a field known to hold one value
+    /// selects by its bytes, commas and all; absent is not empty. Checked on the bytes
+    /// stored and compared with each entry, not only on their hash.
+    #[test]
+    fn values_select_as_themselves_however_written_and_never_as_others() {
+        use super::super::policy::tests::Rng;
+        let mut rng = Rng(0x5eed_0f5e_1ec7);
+        let member = |rng: &mut Rng, sep: u8| -> Vec<u8> {
+            let alphabet: &[u8] = b"ab=1 ;,\xff\x80q";
+            let n = 1 + rng.below(4) as usize;
+            let mut m: Vec<u8> = (0..n)
+                .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+                .filter(|&b| b != sep)
+                .collect();
+            // Members are what is left once whitespace around them is dropped.
+            while m.first() == Some(&b' ') || m.last() == Some(&b' ') {
+                m.retain(|&b| b != b' ');
+            }
+            if m.is_empty() {
+                m.push(b'x');
+            }
+            m
+        };
+        // The members written out: split into lines at random, with spaces around.
+        let write = |rng: &mut Rng, name: &'static str, sep: u8, members: &[Vec<u8>]| {
+            let mut map = HeaderMap::new();
+            let mut line: Vec<u8> = Vec::new();
+            for (i, m) in members.iter().enumerate() {
+                if !line.is_empty() {
+                    line.push(sep);
+                }
+                if rng.coin() {
+                    line.push(b' ');
+                }
+                line.extend_from_slice(m);
+                if rng.coin() {
+                    line.push(b'\t');
+                }
+                if i + 1 == members.len() || rng.below(3) == 0 {
+                    map.append(name, HeaderValue::from_bytes(&line).unwrap());
+                    line.clear();
+                }
+            }
+            map
+        };
+        for _ in 0..4000 {
+            let (name, sep) = match rng.below(3) {
+                0 => ("accept-language", b','),
+                1 => ("x-unknown", b','),
+                _ => ("cookie", b';'),
+            };
+            let names = [HeaderName::from_static(name)];
+            let a: Vec<Vec<u8>> = (0..1 + rng.below(4))
+                .map(|_| member(&mut rng, sep))
+                .collect();
+            let b: Vec<Vec<u8>> = match rng.below(3) {
+                0 => a.clone(),
+                1 => (0..1 + rng.below(4))
+                    .map(|_| member(&mut rng, sep))
+                    .collect(),
+                // The same bytes cut into other members: what a plain join can't tell apart.
+                _ => {
+                    let mut cut = Vec::new();
+                    let mut m = Vec::new();
+                    for &byte in &a.concat() {
+                        m.push(byte);
+                        if rng.below(3) == 0 && m.last() != Some(&b' ') {
+                            cut.push(std::mem::take(&mut m));
+                        }
+                    }
+                    if !m.is_empty() {
+                        cut.push(m);
+                    }
+                    cut.retain(|m: &Vec<u8>| m.first() != Some(&b' '));
+                    cut
+                }
+            };
+            if b.is_empty() {
+                continue;
+            }
+            let sa = selecting(&write(&mut rng, name, sep, &a), &names);
+            let sb = selecting(&write(&mut rng, name, sep, &b), &names);
+            assert_eq!(sa == sb, a == b, "{name}: {a:?} against {b:?}");
+            if a == b {
+                assert_eq!(secondary_of(&sa), secondary_of(&sb));
+            }
+            assert_ne!(
+                sa,
+                selecting(&HeaderMap::new(), &names),
+                "present is not absent"
+            );
+        }
+        // A field of one value: `a, b` and `a,b` are two values.
+        let ua = [http::header::USER_AGENT];
+        let one = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(http::header::USER_AGENT, v.parse().unwrap());
+            selecting(&m, &ua)
+        };
+        assert_ne!(
+            one("Mozilla/5.0 (X11, Linux)"),
+            one("Mozilla/5.0 (X11,Linux)")
+        );
+        assert_eq!(one("curl/8"), one("curl/8"));
+        let empty = one("");
+        assert_ne!(empty, selecting(&HeaderMap::new(), &ua));
+        assert!(selecting(&HeaderMap::new(), &[]).is_empty());
+        assert_eq!(secondary_of(&[]), 0);
+        assert_ne!(secondary_of(&empty), 0);
+    }
+
     fn hash_of(h: &impl Hash) -> u64 {
         ahash::RandomState::with_seeds(5, 6, 7, 8).hash_one(h)
     }
@@ -488,6 +662,7 @@ mod tests {
             let by_ref = super::super::store::KeyRef {
                 primary: &p,
                 secondary: 9,
+                selecting: b"ignored by the hash",
             };
             assert_eq!(hash_of(&by_ref), hash_of(&store_key), "{text}");
             for other in [
@@ -528,6 +703,7 @@ mod tests {
             let by_ref = super::super::store::KeyRef {
                 primary: &p,
                 secondary: 0,
+                selecting: &[],
             };
             assert_eq!(hash_of(&by_ref), hash_of(&store_key), "{text}");
         }

@@ -486,7 +486,7 @@ pub fn usable(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use http::HeaderValue;
 
@@ -584,19 +584,19 @@ mod tests {
     }
 
     /// A small PRNG (xorshift64*), so the property tests repeat exactly.
-    struct Rng(u64);
+    pub(crate) struct Rng(pub u64);
 
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(crate) fn next(&mut self) -> u64 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
             self.0 ^= self.0 >> 27;
             self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
         }
-        fn below(&mut self, n: u64) -> u64 {
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
             self.next() % n
         }
-        fn coin(&mut self) -> bool {
+        pub(crate) fn coin(&mut self) -> bool {
             self.below(2) == 0
         }
     }

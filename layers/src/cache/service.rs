@@ -175,13 +175,15 @@ where
             CacheControl::parse(req.headers())
         };
         let primary = key::Primary::of(&req, asked.host, &s.parts);
-        let secondary = match s.store.vary_names(&primary) {
-            Some(names) => key::secondary(req.headers(), &names),
-            None => 0,
+        let selecting = match s.store.vary_names(&primary) {
+            Some(names) => key::selecting(req.headers(), &names),
+            None => Vec::new(),
         };
+        let secondary = key::secondary_of(&selecting);
         let found = s.store.get_ref(&KeyRef {
             primary: &primary,
             secondary,
+            selecting: &selecting,
         });
         if let Some(e) = found {
             // A fresh hit, the common case, answers without making an owned key.
@@ -203,7 +205,7 @@ where
             let mut inner = take(&mut self.inner);
             let s = s.clone();
             return ResponseFuture::boxed(Box::pin(async move {
-                match read_back(&s, &key).await {
+                match read_back(&s, &key, &selecting).await {
                     Some(e) => with_entry(&mut inner, &s, req, key, req_cc, e).await,
                     None if req_cc.only_if_cached => Ok(not_cached(&s, wants(&req))),
                     None => miss(inner, req, s.clone(), key, req_cc, None).await,
@@ -222,9 +224,9 @@ where
 /// for that read (after a restart, a popular URL's first requests all find it on disk),
 /// then finding it in memory; a waiter left without it joins once more, then goes
 /// upstream.
-async fn read_back(s: &Settings, key: &Key) -> Option<Arc<Entry>> {
+async fn read_back(s: &Settings, key: &Key, selecting: &[u8]) -> Option<Arc<Entry>> {
     if !s.lock {
-        return s.store.load(key, s.heuristic_max).await;
+        return s.store.load(key, selecting, s.heuristic_max).await;
     }
     // A waiter whose leader gave up (its client went, or the read outlasted the lock's
     // timeout) joins again rather than reading too: each read holds a whole copy of the
@@ -232,10 +234,10 @@ async fn read_back(s: &Settings, key: &Key) -> Option<Arc<Entry>> {
     // in review). After a second wait it goes upstream, as a miss.
     for _ in 0..2 {
         match s.store.join(key) {
-            Joined::Lead(_flight) => return s.store.load(key, s.heuristic_max).await,
+            Joined::Lead(_flight) => return s.store.load(key, selecting, s.heuristic_max).await,
             Joined::Wait(rx) => {
                 wait(s, rx).await;
-                if let Some(e) = s.store.get(key) {
+                if let Some(e) = s.store.get(key, selecting) {
                     return Some(e);
                 }
             }
@@ -317,16 +319,18 @@ fn take<S: Clone>(inner: &mut S) -> S {
     std::mem::replace(inner, clone)
 }
 
-fn lookup_key<B>(s: &Settings, req: &Request<B>) -> Key {
+/// The request's key, and its [`key::selecting`] bytes.
+fn lookup_key<B>(s: &Settings, req: &Request<B>) -> (Key, Vec<u8>) {
     let primary = key::Primary::of(req, req.headers().get(HOST), &s.parts);
-    let secondary = match s.store.vary_names(&primary) {
-        Some(names) => key::secondary(req.headers(), &names),
-        None => 0,
+    let selecting = match s.store.vary_names(&primary) {
+        Some(names) => key::selecting(req.headers(), &names),
+        None => Vec::new(),
     };
-    Key {
+    let key = Key {
         primary: Arc::from(&*primary.text()),
-        secondary,
-    }
+        secondary: key::secondary_of(&selecting),
+    };
+    (key, selecting)
 }
 
 /// §5.2.1.7: `only-if-cached` with nothing usable stored. Counted as the miss its status
@@ -418,8 +422,8 @@ fn stored_for<ReqB, B>(
     req_cc: &CacheControl,
 ) -> Option<Response<CacheBody<B>>> {
     // The response may have had a Vary: the key is looked up anew.
-    let key = lookup_key(s, req);
-    let e = s.store.get(&key)?;
+    let (key, selecting) = lookup_key(s, req);
+    let e = s.store.get(&key, &selecting)?;
     let age = e.age(SystemTime::now());
     let ok = policy::usable(
         age,
@@ -738,7 +742,8 @@ fn fill_for<B>(
         return None;
     }
     let vary = key::vary_names(res.headers());
-    let secondary = key::secondary(asked, &vary);
+    let selecting = key::selecting(asked, &vary);
+    let secondary = key::secondary_of(&selecting);
     // The values still share the upstream connection's read buffer: the entry copies them
     // into one of its own ([`Entry::new`]), not to keep that alive (cache-cold held 4 KiB
     // per 1 KiB entry). Set-Cookie (stored only with store_set_cookie) goes to the client
@@ -756,6 +761,7 @@ fn fill_for<B>(
             secondary,
         },
         vary,
+        selecting: selecting.into(),
         status: res.status(),
         headers,
         exchange,

@@ -35,6 +35,9 @@ impl Hash for Key {
 pub(crate) struct KeyRef<'a> {
     pub primary: &'a Primary<'a>,
     pub secondary: u64,
+    /// The request's values of the fields the URL's `Vary` names ([`key::selecting`]): not
+    /// hashed, but an entry under the key answers only if it was stored for the same.
+    pub selecting: &'a [u8],
 }
 
 impl Hash for KeyRef<'_> {
@@ -91,6 +94,10 @@ pub(crate) struct Entry {
     /// Set when this entry leaves the store (a 304's update replaces it but keeps its
     /// version); shared with its thread copies, which are then not served.
     gone: Arc<AtomicBool>,
+    /// The values of the fields its `Vary` names in the request it answered, as
+    /// [`key::selecting`] writes them; empty without `Vary`. A request is answered from it
+    /// only when its own are the same bytes (RFC 9111 §4.1), not merely the same hash.
+    selecting: Arc<[u8]>,
 }
 
 impl Entry {
@@ -141,7 +148,23 @@ impl Entry {
             version,
             shared_at: AtomicU64::new(0),
             gone: Arc::default(),
+            selecting: Arc::from(&[][..]),
         }
+    }
+
+    /// The entry, for requests whose [`key::selecting`] bytes are `selecting`.
+    pub(crate) fn with_selecting(mut self, selecting: Arc<[u8]>) -> Entry {
+        self.selecting = selecting;
+        self
+    }
+
+    /// Whether it may answer a request whose [`key::selecting`] bytes are `selecting`.
+    pub(crate) fn selects(&self, selecting: &[u8]) -> bool {
+        *self.selecting == *selecting
+    }
+
+    pub(crate) fn selecting(&self) -> &Arc<[u8]> {
+        &self.selecting
     }
 
     /// A copy whose fields and body share no reference count with this one (its version
@@ -160,6 +183,7 @@ impl Entry {
             has_length: self.has_length,
             shared_at: AtomicU64::new(0),
             gone: self.gone.clone(),
+            selecting: self.selecting.clone(),
         }
     }
 
@@ -213,6 +237,7 @@ impl Entry {
             // The same body: what was made from it stays.
             self.version.share(),
         )
+        .with_selecting(self.selecting.clone())
     }
 
     /// Bytes it holds, roughly: body and fields, plus a fixed overhead.
@@ -222,7 +247,8 @@ impl Entry {
             .iter()
             .map(|(n, v)| n.as_str().len() + v.len() + FIELD_OVERHEAD)
             .sum();
-        (self.body.len() + fields + key.primary.len()) as u64 + ENTRY_OVERHEAD
+        (self.body.len() + fields + key.primary.len() + self.selecting.len()) as u64
+            + ENTRY_OVERHEAD
     }
 }
 
@@ -477,8 +503,14 @@ impl ResponseStore {
         self.inner.disk.as_ref().is_some_and(|d| d.has(key))
     }
 
-    /// Reads `key`'s entry from disk, off the event loop, into memory.
-    pub(crate) async fn load(&self, key: &Key, heuristic_max: Duration) -> Option<Arc<Entry>> {
+    /// Reads `key`'s entry from disk, off the event loop, into memory; it is returned if it
+    /// answers requests whose [`key::selecting`] bytes are `selecting`.
+    pub(crate) async fn load(
+        &self,
+        key: &Key,
+        selecting: &[u8],
+        heuristic_max: Duration,
+    ) -> Option<Arc<Entry>> {
         let disk = self.inner.disk.clone()?;
         let k = key.clone();
         self.inner.stats.disk_reads.fetch_add(1, Ordering::Relaxed);
@@ -487,7 +519,7 @@ impl ResponseStore {
             Ok(rt) => rt.spawn_blocking(read).await.ok()??,
             Err(_) => read()?,
         };
-        Some(self.insert_memory(key.clone(), vary, entry).0)
+        Some(self.insert_memory(key.clone(), vary, entry).0).filter(|e| e.selects(selecting))
     }
 
     /// Disk bytes and files, when there is a disk tier.
@@ -495,12 +527,20 @@ impl ResponseStore {
         self.inner.disk.as_ref().map(|d| (d.bytes(), d.files()))
     }
 
-    pub(crate) fn get(&self, key: &Key) -> Option<Arc<Entry>> {
-        self.inner.map.get(key)
+    /// `key`'s entry, if it answers requests whose [`key::selecting`] bytes are `selecting`.
+    pub(crate) fn get(&self, key: &Key, selecting: &[u8]) -> Option<Arc<Entry>> {
+        self.inner.map.get(key).filter(|e| e.selects(selecting))
     }
 
-    /// The entry for a request's key: this thread's copy of it when it is hot.
+    /// The entry for a request's key, if it was stored for the request's values of the
+    /// fields its `Vary` names: this thread's copy of it when it is hot. An entry stored
+    /// for other values under the same hash is not answered from (RFC 9111 §4.1): the
+    /// request goes upstream, and its answer replaces it.
     pub(crate) fn get_ref(&self, key: &KeyRef<'_>) -> Option<Arc<Entry>> {
+        self.get_filed(key).filter(|e| e.selects(key.selecting))
+    }
+
+    fn get_filed(&self, key: &KeyRef<'_>) -> Option<Arc<Entry>> {
         let hash = self.inner.keys.hash_one(key);
         {
             let mut mine = self.inner.copies.mine();
@@ -855,6 +895,7 @@ mod tests {
         let r = KeyRef {
             primary: &p,
             secondary: 0,
+            selecting: &[],
         };
         s.insert(k.clone(), vec![], entry(100));
         let shared = s.get_ref(&r).unwrap();
@@ -898,6 +939,84 @@ mod tests {
         assert_eq!(now.version.id(), second.version.id());
         s.insert(k.clone(), vec![], entry(7));
         assert_eq!(s.get_ref(&r).unwrap().body.len(), 7);
+    }
+
+    /// Two requests whose values of a `Vary` field differ but whose secondary keys are the
+    /// same (a hash collision, made here by hand) never share an answer: from memory, from
+    /// this thread's copy, after a 304's update, or read back from disk.
+    #[tokio::test]
+    async fn a_variant_answers_only_the_values_it_was_stored_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ResponseStore::with_disk(1 << 20, 1000, dir.path(), 1 << 20).unwrap();
+        let vary = vec![HeaderName::from_static("accept-language")];
+        let values = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert("accept-language", v.parse().unwrap());
+            key::selecting(&h, &vary)
+        };
+        let (fr, de) = (values("fr"), values("de"));
+        assert_ne!(fr, de);
+        let k = Key {
+            primary: "GET http://h/v".into(),
+            secondary: 5,
+        };
+        let p = Primary::Text(k.primary.to_string());
+        let asked = |selecting| KeyRef {
+            primary: &p,
+            secondary: 5,
+            selecting,
+        };
+        s.insert(
+            k.clone(),
+            vary.clone(),
+            entry(10).with_selecting(fr.clone().into()),
+        );
+        // Asked often enough to be copied for this thread.
+        for _ in 0..1000 {
+            assert_eq!(s.get_ref(&asked(&fr)).unwrap().body.len(), 10);
+            assert!(s.get_ref(&asked(&de)).is_none());
+        }
+        assert!(s.get(&k, &fr).is_some());
+        assert!(s.get(&k, &de).is_none());
+        assert!(s.get(&k, &[]).is_none(), "no Vary is not any values");
+        let stored = s.get(&k, &fr).unwrap();
+        let updated = stored.updated(&HeaderMap::new(), stored.exchange, Duration::ZERO);
+        s.insert(k.clone(), vary.clone(), updated);
+        assert!(s.get_ref(&asked(&fr)).is_some());
+        assert!(s.get_ref(&asked(&de)).is_none());
+        // The other values' answer replaces it under the key.
+        s.insert(
+            k.clone(),
+            vary.clone(),
+            entry(20).with_selecting(de.clone().into()),
+        );
+        assert!(s.get_ref(&asked(&fr)).is_none());
+        assert_eq!(s.get_ref(&asked(&de)).unwrap().body.len(), 20);
+        // From disk, in the next process: the values came back with it. (Under the key
+        // its values hash to: a file whose values and key disagree is taken as damaged.)
+        let k = Key {
+            primary: "GET http://h/w".into(),
+            secondary: key::secondary_of(&de),
+        };
+        s.insert(
+            k.clone(),
+            vary.clone(),
+            entry(30).with_selecting(de.clone().into()),
+        );
+        for _ in 0..200 {
+            if s.disk_usage().is_some_and(|(_, files)| files == 2) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        drop(s);
+        let s = ResponseStore::with_disk(1 << 20, 1000, dir.path(), 1 << 20).unwrap();
+        assert_eq!(s.disk_usage().map(|(_, files)| files), Some(1));
+        assert!(s.load(&k, &fr, Duration::ZERO).await.is_none());
+        assert_eq!(
+            s.load(&k, &de, Duration::ZERO).await.unwrap().body.len(),
+            30
+        );
     }
 
     #[test]
