@@ -205,28 +205,35 @@ fn primary_in<B>(
             .for_each(|&b| k.push(b.to_ascii_lowercase() as char)),
     }
     k.push_str(target);
+    // An absent field or cookie is written without its `:` or `=`: an upstream may tell
+    // it from an empty one.
     for name in &parts.headers {
         k.push('\n');
         k.push_str(name.as_str());
-        k.push(':');
-        push_values(&mut k, req.headers(), name);
+        if req.headers().contains_key(name) {
+            k.push(':');
+            push_values(&mut k, req.headers(), name);
+        }
     }
     for cookie in &parts.cookies {
         k.push_str("\ncookie ");
         k.push_str(cookie);
-        k.push('=');
         if let Some(v) = cookie_value(req.headers(), cookie) {
+            k.push('=');
             k.push_str(v);
         }
     }
     k
 }
 
-/// A field's values, comma-joined, as bytes that cannot break the key's layout.
+/// A field's values as bytes that cannot break the key's layout, each line apart: an
+/// upstream that reads one value (the first line, say) must not find its answer filed
+/// under the key of one line holding both.
 fn push_values(k: &mut String, headers: &HeaderMap, name: &HeaderName) {
     for (i, v) in headers.get_all(name).iter().enumerate() {
         if i > 0 {
-            k.push(',');
+            // A line feed, which no value holds, escaped as the values' other bytes are.
+            k.push_str("%0A");
         }
         for &b in v.as_bytes() {
             // Escaped, so that distinct values stay distinct and none can end the line.
@@ -446,10 +453,29 @@ mod tests {
         let c = req("/", &[("host", "h"), ("x-tenant", "a\u{ff}%")]);
         assert_eq!(
             key(&c, &parts),
-            "GET http://h/\nx-tenant:a%C3%BF%25\ncookie lang="
+            "GET http://h/\nx-tenant:a%C3%BF%25\ncookie lang"
         );
         let d = req("/", &[("host", "h"), ("x-tenant", "a\u{fe}%")]);
         assert_ne!(key(&c, &parts), key(&d, &parts));
+        // Absent is not empty, for a field or a cookie; two lines are not one holding
+        // both (an upstream may read the first only).
+        let keyed = |headers: &[(&str, &str)]| {
+            let mut all = vec![("host", "h")];
+            all.extend_from_slice(headers);
+            key(&req("/", &all), &parts)
+        };
+        let absent = keyed(&[]);
+        assert_eq!(absent, "GET http://h/\nx-tenant\ncookie lang");
+        assert_ne!(absent, keyed(&[("x-tenant", ""), ("cookie", "lang=")]));
+        assert_eq!(
+            keyed(&[("x-tenant", ""), ("cookie", "lang=")]),
+            "GET http://h/\nx-tenant:\ncookie lang="
+        );
+        assert_ne!(absent, keyed(&[("cookie", "lang=")]));
+        let two = keyed(&[("x-tenant", "a"), ("x-tenant", "b")]);
+        assert_eq!(two, "GET http://h/\nx-tenant:a%0Ab\ncookie lang");
+        assert_ne!(two, keyed(&[("x-tenant", "a,b")]));
+        assert_ne!(two, keyed(&[("x-tenant", "a%0Ab")]));
     }
 
     #[test]
