@@ -124,6 +124,11 @@ fn describe() {
         "Stored responses read back from the disk tier (once per key, however many requests \
          wait for it)."
     );
+    describe_counter!(
+        "gatehouse_cache_disk_reads_abandoned_total",
+        "Memory misses that went upstream without reading the disk tier: the read outlasted \
+         lock_timeout, or 64 were under way (a disk that stopped answering)."
+    );
     describe_gauge!(
         "gatehouse_cache_bytes",
         Unit::Bytes,
@@ -266,6 +271,10 @@ impl Exporter {
                         ("gatehouse_cache_invalidated_total", n(&st.invalidated)),
                         ("gatehouse_cache_disk_skipped_total", n(&st.disk_skipped)),
                         ("gatehouse_cache_disk_reads_total", n(&st.disk_reads)),
+                        (
+                            "gatehouse_cache_disk_reads_abandoned_total",
+                            n(&st.disk_reads_abandoned),
+                        ),
                         ("gatehouse_cache_refreshed_total", n(&st.refreshed)),
                     ] {
                         carry(id, name, v, counter!(name, "route" => route.clone()));

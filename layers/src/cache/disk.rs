@@ -43,11 +43,28 @@ pub(crate) struct DiskTier {
     queued: AtomicU64,
     /// Set once a file with a `Vary` was filed: until then a hit need not ask the index.
     varied: std::sync::atomic::AtomicBool,
+    /// Reads on the blocking pool now, those abandoned by their request included.
+    reading: AtomicU64,
 }
 
 /// Bytes of entries that may wait to be written at once: past it (a disk slower than the
 /// misses), an entry is kept in memory only, rather than queue without end.
 const MAX_QUEUED_BYTES: u64 = 64 << 20;
+
+/// Reads that may be under way at once. A read of a disk that stopped answering (a hung
+/// network mount) is given up by its request, which goes upstream, but holds its
+/// blocking-pool thread until the disk returns: past this many, a memory miss goes
+/// upstream without reading, rather than take every thread of the pool.
+const MAX_READING: u64 = 64;
+
+/// A read under way ([`DiskTier::begin_read`]), until dropped.
+pub(crate) struct Reading(Arc<DiskTier>);
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.0.reading.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// A write's share of the queue, given back when it is done or dropped.
 pub(crate) struct Queued {
@@ -149,6 +166,7 @@ impl DiskTier {
             clock: AtomicU64::new(1),
             queued: AtomicU64::new(0),
             varied: Default::default(),
+            reading: AtomicU64::new(0),
         };
         let mut index = Index::default();
         for e in std::fs::read_dir(dir)? {
@@ -263,6 +281,15 @@ impl DiskTier {
         }
     }
 
+    /// A place among the reads under way, if there is one ([`MAX_READING`]).
+    pub(crate) fn begin_read(self: &Arc<Self>) -> Option<Reading> {
+        if self.reading.fetch_add(1, Ordering::Relaxed) >= MAX_READING {
+            self.reading.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Reading(self.clone()))
+    }
+
     /// Room in the write queue for `bytes`, if there is that much left. Each write counts
     /// at least 4 KiB, so that many small ones are bounded too.
     pub(crate) fn queue(self: &Arc<Self>, bytes: u64) -> Option<Queued> {
@@ -301,6 +328,9 @@ impl DiskTier {
         ));
         let written = write_entry(&tmp, key, vary, entry).and_then(|size| {
             std::fs::rename(&tmp, &path)?;
+            // The rename is the directory's to keep: without this, a power loss could
+            // leave the old file (or none) under the name.
+            sync_dir(&self.dir)?;
             Ok(size)
         });
         match written {
@@ -381,6 +411,22 @@ impl DiskTier {
                 n += 1;
             }
         }
+        if n > 0 {
+            // An unlink is lost with the power unless the directory is synced: a purged
+            // response would be back after the restart. Off the event loop, which a purge
+            // or an unsafe method's success may run this on; this process no longer
+            // reads the files either way.
+            let dir = self.dir.clone();
+            let sync = move || {
+                let _ = sync_dir(&dir);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn_blocking(sync);
+                }
+                Err(_) => sync(),
+            }
+        }
         n
     }
 
@@ -419,6 +465,22 @@ impl DiskTier {
         self.remove_ids(&victims);
     }
 }
+
+/// Makes the directory's entries (renames, unlinks) durable (POSIX `fsync` on the
+/// directory, as Linux requires for them).
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()?;
+    #[cfg(test)]
+    SYNCED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(dir.to_path_buf());
+    Ok(())
+}
+
+/// The directories synced, once per sync, for the tests (which share the process).
+#[cfg(test)]
+static SYNCED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 fn since_epoch(t: SystemTime) -> (u64, u32) {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
@@ -827,6 +889,35 @@ mod tests {
         let (_, e) = t.load(&plain, Duration::ZERO).unwrap();
         assert_eq!(&e.body[..], b"a");
         assert!(e.selects(&[]));
+    }
+
+    /// A rename and an unlink are the directory's to keep through a power loss: a stored
+    /// entry is synced into it, and a purge out of it (a purged response must not come back
+    /// with the next start).
+    #[test]
+    fn writes_and_removals_sync_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let syncs = || {
+            SYNCED
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|d| d.as_path() == dir.path())
+                .count()
+        };
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        assert_eq!(syncs(), 0);
+        t.store(
+            &key("GET http://h/a", 0),
+            &[],
+            &entry("a", "max-age=60"),
+            t.ticket(),
+        );
+        assert_eq!(syncs(), 1);
+        assert_eq!(t.remove_primary("GET http://h/b"), 0);
+        assert_eq!(syncs(), 1, "nothing removed, nothing to sync");
+        assert_eq!(t.remove_primary("GET http://h/a"), 1);
+        assert_eq!(syncs(), 2);
     }
 
     /// Found in review: a damaged time panicked at every start and reload, and a far

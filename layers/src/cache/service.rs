@@ -225,8 +225,14 @@ where
 /// then finding it in memory; a waiter left without it joins once more, then goes
 /// upstream.
 async fn read_back(s: &Settings, key: &Key, selecting: &[u8]) -> Option<Arc<Entry>> {
+    // A read is bounded as a wait for another request's fetch is.
+    let limit = if s.lock_timeout.is_zero() {
+        Duration::from_secs(5)
+    } else {
+        s.lock_timeout
+    };
     if !s.lock {
-        return s.store.load(key, selecting, s.heuristic_max).await;
+        return s.store.load(key, selecting, s.heuristic_max, limit).await;
     }
     // A waiter whose leader gave up (its client went, or the read outlasted the lock's
     // timeout) joins again rather than reading too: each read holds a whole copy of the
@@ -234,7 +240,9 @@ async fn read_back(s: &Settings, key: &Key, selecting: &[u8]) -> Option<Arc<Entr
     // in review). After a second wait it goes upstream, as a miss.
     for _ in 0..2 {
         match s.store.join(key) {
-            Joined::Lead(_flight) => return s.store.load(key, selecting, s.heuristic_max).await,
+            Joined::Lead(_flight) => {
+                return s.store.load(key, selecting, s.heuristic_max, limit).await
+            }
             Joined::Wait(rx) => {
                 wait(s, rx).await;
                 if let Some(e) = s.store.get(key, selecting) {

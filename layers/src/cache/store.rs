@@ -306,6 +306,10 @@ pub struct Stats {
     pub refreshed: AtomicU64,
     /// Entries read back from the disk tier (one read per key, however many wait for it).
     pub disk_reads: AtomicU64,
+    /// Memory misses that went upstream without the disk tier's copy: its read outlasted
+    /// the lock's timeout, or too many reads were under way (a disk that stopped
+    /// answering).
+    pub disk_reads_abandoned: AtomicU64,
 }
 
 /// A route's stored responses: moka's map (TinyLFU admission, LRU eviction, as the
@@ -505,18 +509,35 @@ impl ResponseStore {
 
     /// Reads `key`'s entry from disk, off the event loop, into memory; it is returned if it
     /// answers requests whose [`key::selecting`] bytes are `selecting`.
+    /// A read that takes longer than `limit` is given up (`None`: the request goes
+    /// upstream), as is one while too many are under way.
     pub(crate) async fn load(
         &self,
         key: &Key,
         selecting: &[u8],
         heuristic_max: Duration,
+        limit: Duration,
     ) -> Option<Arc<Entry>> {
         let disk = self.inner.disk.clone()?;
+        let abandoned = &self.inner.stats.disk_reads_abandoned;
+        let Some(reading) = disk.begin_read() else {
+            abandoned.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
         let k = key.clone();
         self.inner.stats.disk_reads.fetch_add(1, Ordering::Relaxed);
-        let read = move || disk.load(&k, heuristic_max);
+        let read = move || {
+            let _reading = reading;
+            disk.load(&k, heuristic_max)
+        };
         let (vary, entry) = match tokio::runtime::Handle::try_current() {
-            Ok(rt) => rt.spawn_blocking(read).await.ok()??,
+            Ok(rt) => match tokio::time::timeout(limit, rt.spawn_blocking(read)).await {
+                Ok(read) => read.ok()??,
+                Err(_) => {
+                    abandoned.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+            },
             Err(_) => read()?,
         };
         Some(self.insert_memory(key.clone(), vary, entry).0).filter(|e| e.selects(selecting))
@@ -1012,11 +1033,81 @@ mod tests {
         drop(s);
         let s = ResponseStore::with_disk(1 << 20, 1000, dir.path(), 1 << 20).unwrap();
         assert_eq!(s.disk_usage().map(|(_, files)| files), Some(1));
-        assert!(s.load(&k, &fr, Duration::ZERO).await.is_none());
+        assert!(s
+            .load(&k, &fr, Duration::ZERO, Duration::from_secs(5))
+            .await
+            .is_none());
         assert_eq!(
-            s.load(&k, &de, Duration::ZERO).await.unwrap().body.len(),
+            s.load(&k, &de, Duration::ZERO, Duration::from_secs(5))
+                .await
+                .unwrap()
+                .body
+                .len(),
             30
         );
+    }
+
+    /// A disk that stops answering (here, a file turned into a FIFO nobody writes, whose
+    /// open blocks) costs a request its read's limit, then it goes upstream; past
+    /// [`super::super::disk`]'s 64 reads under way, a miss does not read at all, so the hung
+    /// reads hold 64 blocking-pool threads, not every one.
+    #[tokio::test]
+    async fn a_disk_that_stops_answering_costs_a_miss_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ResponseStore::with_disk(1 << 20, 1000, dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/hung");
+        s.insert(k.clone(), vec![], entry(10));
+        for _ in 0..200 {
+            if s.disk_usage().is_some_and(|(_, files)| files == 1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        s.inner.map.invalidate(&k);
+        assert!(s.get(&k, &[]).is_none() && s.on_disk(&k));
+        let path = std::fs::read_dir(dir.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let abandoned = || s.stats().disk_reads_abandoned.load(Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let limit = Duration::from_millis(200);
+        assert!(s.load(&k, &[], Duration::ZERO, limit).await.is_none());
+        assert!(started.elapsed() >= limit && started.elapsed() < Duration::from_secs(3));
+        assert_eq!(abandoned(), 1);
+        for _ in 1..64 {
+            assert!(s
+                .load(&k, &[], Duration::ZERO, Duration::from_millis(1))
+                .await
+                .is_none());
+        }
+        assert_eq!(abandoned(), 64);
+        // All 64 reads hang: the next is not even tried.
+        let started = std::time::Instant::now();
+        let long = Duration::from_secs(30);
+        assert!(s.load(&k, &[], Duration::ZERO, long).await.is_none());
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(abandoned(), 65);
+        assert_eq!(s.stats().disk_reads.load(Ordering::Relaxed), 64);
+        // The disk answers again (an empty file): the hung reads end, and the damaged file
+        // goes, so the threads and the places are given back.
+        drop(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
+        for _ in 0..300 {
+            if !path.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!path.exists());
+        assert!(!s.on_disk(&k));
     }
 
     #[test]
