@@ -45,6 +45,18 @@ pub(crate) struct DiskTier {
     varied: std::sync::atomic::AtomicBool,
     /// Reads on the blocking pool now, those abandoned by their request included.
     reading: AtomicU64,
+    /// Which write each file is, so that an older one finishing later does not replace
+    /// it. Taken by writers only (on the blocking pool), never on the request path.
+    renamed: Mutex<Renamed>,
+}
+
+/// The ticket of the write last renamed into each file; a write with an older ticket is
+/// dropped. Bounded as `removed` is: past [`MAX_REMOVED`] files it is cleared, and writes
+/// queued before the newest one renamed are dropped (their entries stay in memory).
+#[derive(Default)]
+struct Renamed {
+    last: HashMap<u64, u64>,
+    floor: u64,
 }
 
 /// Bytes of entries that may wait to be written at once: past it (a disk slower than the
@@ -167,6 +179,7 @@ impl DiskTier {
             queued: AtomicU64::new(0),
             varied: Default::default(),
             reading: AtomicU64::new(0),
+            renamed: Mutex::default(),
         };
         let mut index = Index::default();
         for e in std::fs::read_dir(dir)? {
@@ -327,7 +340,20 @@ impl DiskTier {
             self.clock.fetch_add(1, Ordering::Relaxed)
         ));
         let written = write_entry(&tmp, key, vary, entry).and_then(|size| {
-            std::fs::rename(&tmp, &path)?;
+            {
+                // Two writes of a key (a refresh, then a newer miss) may finish out of
+                // order on the pool: the older must not replace the newer's file.
+                let mut r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
+                if ticket < r.floor || r.last.get(&id).is_some_and(|&t| t > ticket) {
+                    return Err(io::Error::other("overtaken by a newer write"));
+                }
+                std::fs::rename(&tmp, &path)?;
+                if r.last.len() >= MAX_REMOVED {
+                    r.floor = r.last.values().copied().max().unwrap_or(0).max(ticket);
+                    r.last.clear();
+                }
+                r.last.insert(id, ticket);
+            }
             // The rename is the directory's to keep: without this, a power loss could
             // leave the old file (or none) under the name.
             sync_dir(&self.dir)?;
@@ -377,7 +403,8 @@ impl DiskTier {
                 self.evict();
             }
             Err(_) => {
-                // A full disk loses the disk copy only; memory still has the entry.
+                // A full disk (or a newer write) loses the disk copy only; memory still
+                // has the entry.
                 let _ = std::fs::remove_file(&tmp);
             }
         }
@@ -918,6 +945,30 @@ mod tests {
         assert_eq!(syncs(), 1, "nothing removed, nothing to sync");
         assert_eq!(t.remove_primary("GET http://h/a"), 1);
         assert_eq!(syncs(), 2);
+    }
+
+    /// Two writes of one key finishing out of order (the pool runs them side by side):
+    /// the file holds the newer, whichever ran last.
+    #[test]
+    fn an_older_write_finishing_last_does_not_replace_a_newer() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        let (older, newer) = (t.ticket(), t.ticket());
+        t.store(&k, &[], &entry("newer", "max-age=60"), newer);
+        t.store(&k, &[], &entry("older", "max-age=60"), older);
+        let (_, e) = t.load(&k, Duration::ZERO).unwrap();
+        assert_eq!(&e.body[..], b"newer");
+        assert_eq!(t.files(), 1);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "the older's temporary file is gone"
+        );
+        // In order, the later write replaces the file as before.
+        t.store(&k, &[], &entry("latest", "max-age=60"), t.ticket());
+        let (_, e) = t.load(&k, Duration::ZERO).unwrap();
+        assert_eq!(&e.body[..], b"latest");
     }
 
     /// Found in review: a damaged time panicked at every start and reload, and a far
