@@ -142,6 +142,46 @@ fn a_proxy_route_with_a_cache_answers_repeats_from_memory() {
     assert_eq!(b.calls(), 4);
 }
 
+/// With a field in the keys, a POST's success invalidates the URL for every value of it
+/// (RFC 9111 §4.4), not only the poster's: another user's stored answer is fetched again.
+#[test]
+fn an_unsafe_method_invalidates_the_url_under_every_keyed_value() {
+    let b = Killable::start("max-age=600", Duration::ZERO);
+    let s = cached(b.addr, "key_headers = [\"x-tenant\"]");
+    let status = |tenant: &str| {
+        let r = s.get_with("/a", &format!("X-Tenant: {tenant}\r\n"));
+        assert_eq!(r.status, 200);
+        r.header("cache-status").unwrap_or_default().to_string()
+    };
+    assert!(status("1").contains("fwd=uri-miss"));
+    assert!(status("2").contains("fwd=uri-miss"));
+    assert_eq!(status("2"), "gatehouse; hit");
+    assert_eq!(b.calls(), 2);
+    let r = send(
+        s.addr,
+        "POST /a HTTP/1.1\r\nHost: test\r\nX-Tenant: 1\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert!(status("2").contains("fwd=uri-miss"), "tenant 2's copy went");
+    assert!(status("1").contains("fwd=uri-miss"));
+    assert_eq!(status("2"), "gatehouse; hit");
+    assert_eq!(b.calls(), 5);
+    // Another URL's entries stay.
+    assert!(s
+        .get_with("/b", "X-Tenant: 2\r\n")
+        .header("cache-status")
+        .unwrap()
+        .contains("fwd=uri-miss"));
+    send(
+        s.addr,
+        "POST /a HTTP/1.1\r\nHost: test\r\nX-Tenant: 1\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(
+        s.get_with("/b", "X-Tenant: 2\r\n").header("cache-status"),
+        Some("gatehouse; hit")
+    );
+}
+
 #[test]
 fn a_range_on_a_miss_is_cut_from_the_whole_which_is_stored() {
     let b = Killable::start_padded("max-age=600", Duration::ZERO, 100_000);

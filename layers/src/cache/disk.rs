@@ -425,6 +425,19 @@ impl DiskTier {
         self.remove_ids(&ids)
     }
 
+    /// Removes every file whose primary key starts with `prefix`; how many. A walk of the
+    /// index (in memory), not of the directory.
+    pub(crate) fn remove_prefix(&self, prefix: &str) -> u64 {
+        let primaries: Vec<Arc<str>> = self
+            .lock()
+            .by_primary
+            .keys()
+            .filter(|p| p.starts_with(prefix))
+            .cloned()
+            .collect();
+        primaries.iter().map(|p| self.remove_primary(p)).sum()
+    }
+
     /// The primary keys of the files, for a purge by prefix.
     pub(crate) fn primaries(&self) -> Vec<Arc<str>> {
         self.lock().by_primary.keys().cloned().collect()

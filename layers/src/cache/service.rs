@@ -860,9 +860,21 @@ where
     ) {
         s.store
             .invalidate(&key::primary(&r, r.headers().get(HOST), &s.parts));
+        // With fields or cookies in the keys, the URL's entries under other values go too:
+        // §4.4 invalidates the URI, not this client's variant of it.
+        let keyed = !s.parts.headers.is_empty() || !s.parts.cookies.is_empty();
+        let bare = key::KeyParts::default();
+        if keyed {
+            s.store
+                .invalidate_url(&key::primary(&r, r.headers().get(HOST), &bare));
+        }
         for name in [LOCATION, CONTENT_LOCATION] {
             if let Some(target) = res.headers().get(name).and_then(|v| same_host(&r, v)) {
                 s.store.invalidate(&key::primary_for(&r, &target, &s.parts));
+                if keyed {
+                    s.store
+                        .invalidate_url(&key::primary_for(&r, &target, &bare));
+                }
             }
         }
     }

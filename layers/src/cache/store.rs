@@ -329,6 +329,11 @@ struct Inner {
     vary: moka::sync::Cache<VaryKey, Arc<Mutex<Variants>>, ahash::RandomState>,
     /// Set once any response had a `Vary`: until then a lookup skips the index.
     any_vary: std::sync::atomic::AtomicBool,
+    /// URLs an unsafe method's success invalidated on a route whose keys hold fields or
+    /// cookies ([`ResponseStore::invalidate_url`]).
+    invalidated: std::sync::RwLock<Invalidated>,
+    /// Set once a URL was: until then a lookup skips `invalidated`.
+    any_invalidated: std::sync::atomic::AtomicBool,
     /// Fetches in progress, so that concurrent misses for one key wait for one fetch.
     flights: Mutex<HashMap<Key, watch::Receiver<()>, ahash::RandomState>>,
     max_bytes: u64,
@@ -343,6 +348,17 @@ struct Inner {
     copies: PerThread<u64, ThreadCopy, ahash::RandomState>,
     keys: ahash::RandomState,
 }
+
+/// When each URL was invalidated, for the entries of its keys with fields or cookies: one
+/// received then or before is no longer answered from. Bounded: past [`MAX_INVALIDATED`]
+/// URLs it is cleared, and every such entry received before then is taken as invalidated.
+#[derive(Default)]
+struct Invalidated {
+    at: HashMap<Arc<str>, SystemTime, ahash::RandomState>,
+    floor: Option<SystemTime>,
+}
+
+const MAX_INVALIDATED: usize = 10_000;
 
 /// A fetch this request leads: other requests for the key wait until it is dropped
 /// (the response stored, found not storable, or abandoned).
@@ -420,6 +436,8 @@ impl ResponseStore {
                     .max_capacity(max_entries)
                     .build_with_hasher(ahash::RandomState::new()),
                 any_vary: Default::default(),
+                invalidated: Default::default(),
+                any_invalidated: Default::default(),
                 flights: Mutex::default(),
                 max_bytes,
                 max_entries,
@@ -540,7 +558,8 @@ impl ResponseStore {
             },
             Err(_) => read()?,
         };
-        Some(self.insert_memory(key.clone(), vary, entry).0).filter(|e| e.selects(selecting))
+        Some(self.insert_memory(key.clone(), vary, entry).0)
+            .filter(|e| e.selects(selecting) && !self.outdated(&key.primary, e))
     }
 
     /// Disk bytes and files, when there is a disk tier.
@@ -550,7 +569,56 @@ impl ResponseStore {
 
     /// `key`'s entry, if it answers requests whose [`key::selecting`] bytes are `selecting`.
     pub(crate) fn get(&self, key: &Key, selecting: &[u8]) -> Option<Arc<Entry>> {
-        self.inner.map.get(key).filter(|e| e.selects(selecting))
+        self.inner
+            .map
+            .get(key)
+            .filter(|e| e.selects(selecting) && !self.outdated(&key.primary, e))
+    }
+
+    /// Every entry of `url` (a primary key without fields or cookies: `GET
+    /// <scheme>://<host><target>`) whose key holds fields or cookies, received until now,
+    /// is no longer answered from (RFC 9111 §4.4 invalidates the target URI, whatever
+    /// else keys its responses). Not a walk of the store: the lookups of such keys check
+    /// the time, and an invalidated entry is replaced by the next miss. The disk tier's
+    /// files of such keys are removed (a walk of its index, with a disk tier only).
+    pub(crate) fn invalidate_url(&self, url: &str) {
+        let now = SystemTime::now();
+        let mut g = self
+            .inner
+            .invalidated
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if g.at.len() >= MAX_INVALIDATED && !g.at.contains_key(url) {
+            g.at.clear();
+            g.floor = Some(now);
+        }
+        g.at.insert(url.into(), now);
+        self.inner.any_invalidated.store(true, Ordering::Release);
+        drop(g);
+        // The record is this process's only: the files go, or a restart would bring them
+        // back.
+        if let Some(d) = &self.inner.disk {
+            d.remove_prefix(&format!("{url}\n"));
+        }
+    }
+
+    /// Whether `e`, filed under `primary`, was received before its URL was invalidated.
+    fn outdated(&self, primary: &str, e: &Entry) -> bool {
+        if !self.inner.any_invalidated.load(Ordering::Acquire) {
+            return false;
+        }
+        // Only keys with fields or cookies, whose text goes on past a line feed.
+        let Some(end) = primary.find('\n') else {
+            return false;
+        };
+        let g = self
+            .inner
+            .invalidated
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let received = e.exchange.response_time;
+        g.floor.is_some_and(|t| received <= t)
+            || g.at.get(&primary[..end]).is_some_and(|&t| received <= t)
     }
 
     /// The entry for a request's key, if it was stored for the request's values of the
@@ -558,7 +626,12 @@ impl ResponseStore {
     /// for other values under the same hash is not answered from (RFC 9111 §4.1): the
     /// request goes upstream, and its answer replaces it.
     pub(crate) fn get_ref(&self, key: &KeyRef<'_>) -> Option<Arc<Entry>> {
-        self.get_filed(key).filter(|e| e.selects(key.selecting))
+        let e = self.get_filed(key).filter(|e| e.selects(key.selecting))?;
+        match key.primary {
+            // A key in pieces has no fields or cookies.
+            Primary::Pieces { .. } => Some(e),
+            Primary::Text(t) => (!self.outdated(t, &e)).then_some(e),
+        }
     }
 
     fn get_filed(&self, key: &KeyRef<'_>) -> Option<Arc<Entry>> {
@@ -1108,6 +1181,46 @@ mod tests {
         }
         assert!(!path.exists());
         assert!(!s.on_disk(&k));
+    }
+
+    /// RFC 9111 §4.4 on a route whose keys hold a field: an unsafe method's success
+    /// invalidates the URL under every value of it, in memory (this thread's copies too)
+    /// and on disk, and not a longer URL; a response received afterwards is served.
+    #[tokio::test]
+    async fn an_invalidated_url_takes_every_keyed_variant_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ResponseStore::with_disk(1 << 20, 1000, dir.path(), 1 << 20).unwrap();
+        let (one, two) = ("GET http://h/a\nx-tenant:1", "GET http://h/a\nx-tenant:2");
+        let other = "GET http://h/ab\nx-tenant:1";
+        for k in [one, two, other] {
+            s.insert(key(k), vec![], entry(10));
+        }
+        for _ in 0..200 {
+            if s.disk_usage().is_some_and(|(_, files)| files == 3) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let p = Primary::Text(one.into());
+        let r = KeyRef {
+            primary: &p,
+            secondary: 0,
+            selecting: &[],
+        };
+        for _ in 0..1000 {
+            assert!(s.get_ref(&r).is_some());
+        }
+        s.invalidate_url("GET http://h/a");
+        assert!(s.get_ref(&r).is_none(), "nor this thread's copy");
+        assert!(s.get(&key(one), &[]).is_none());
+        assert!(s.get(&key(two), &[]).is_none());
+        assert!(s.get(&key(other), &[]).is_some());
+        assert!(!s.on_disk(&key(one)) && !s.on_disk(&key(two)));
+        assert!(s.on_disk(&key(other)));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        s.insert(key(two), vec![], entry(20));
+        assert_eq!(s.get(&key(two), &[]).unwrap().body.len(), 20);
+        assert!(s.get(&key(one), &[]).is_none());
     }
 
     #[test]
