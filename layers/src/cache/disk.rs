@@ -32,6 +32,8 @@ struct Meta {
     vary: Vec<HeaderName>,
     size: u64,
     used: u64,
+    /// The ticket of the write that made the file (0: found at start).
+    written: u64,
 }
 
 pub(crate) struct DiskTier {
@@ -48,6 +50,8 @@ pub(crate) struct DiskTier {
     /// Which write each file is, so that an older one finishing later does not replace
     /// it. Taken by writers only (on the blocking pool), never on the request path.
     renamed: Mutex<Renamed>,
+    /// Set while a sync of the directory waits to start ([`DiskTier::sync_after_removal`]).
+    sync_wanted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The ticket of the write last renamed into each file; a write with an older ticket is
@@ -180,8 +184,10 @@ impl DiskTier {
             varied: Default::default(),
             reading: AtomicU64::new(0),
             renamed: Mutex::default(),
+            sync_wanted: Arc::default(),
         };
         let mut index = Index::default();
+        let mut removed = false;
         for e in std::fs::read_dir(dir)? {
             let path = e?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -212,13 +218,18 @@ impl DiskTier {
                             vary,
                             size,
                             used: 0,
+                            written: 0,
                         },
                     )
                 }
                 _ => {
                     let _ = std::fs::remove_file(&path);
+                    removed = true;
                 }
             }
+        }
+        if removed {
+            tier.sync_after_removal();
         }
         *tier.index.lock().unwrap_or_else(|e| e.into_inner()) = index;
         tier.evict();
@@ -262,6 +273,9 @@ impl DiskTier {
     ) -> Option<(Vec<HeaderName>, Entry)> {
         let id = file_id(key);
         let path = self.path(id);
+        // Which file this reads: a read that outlived its request may end after a newer
+        // write replaced the file, and must not remove that one.
+        let reading = self.lock().files.get(&id).map(|m| m.written);
         match read_entry(&path, heuristic_max) {
             Ok((k, vary, entry)) if k == *key => {
                 let used = self.clock.fetch_add(1, Ordering::Relaxed);
@@ -286,12 +300,20 @@ impl DiskTier {
             // Damaged, cut short, another key's, or gone: out of the index and off the
             // disk. Left there, it would come back at the next start, past any purge.
             _ => {
-                if self.lock().remove(id).is_some() {
+                let mut g = self.lock();
+                if g.files.get(&id).map(|m| m.written) == reading && g.remove(id).is_some() {
+                    drop(g);
                     let _ = std::fs::remove_file(&path);
+                    self.sync_after_removal();
                 }
                 None
             }
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn reads_under_way(&self) -> u64 {
+        self.reading.load(Ordering::Relaxed)
     }
 
     /// A place among the reads under way, if there is one ([`MAX_READING`]).
@@ -355,8 +377,9 @@ impl DiskTier {
                 r.last.insert(id, ticket);
             }
             // The rename is the directory's to keep: without this, a power loss could
-            // leave the old file (or none) under the name.
-            sync_dir(&self.dir)?;
+            // leave the old file (or none) under the name. Renamed, the file is indexed
+            // whether or not the sync works (a file the index lost would outlive purges).
+            let _ = sync_dir(&self.dir);
             Ok(size)
         });
         match written {
@@ -364,9 +387,15 @@ impl DiskTier {
                 let used = self.clock.fetch_add(1, Ordering::Relaxed);
                 let mut g = self.lock();
                 if g.removed_since(&key.primary, ticket) {
-                    // Removed while it was being written.
+                    // Removed while it was being written: the file goes, unless a newer
+                    // write has replaced it since.
                     drop(g);
-                    let _ = std::fs::remove_file(&path);
+                    let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
+                    if r.last.get(&id) == Some(&ticket) {
+                        let _ = std::fs::remove_file(&path);
+                        drop(r);
+                        self.sync_after_removal();
+                    }
                     return;
                 }
                 if !vary.is_empty() {
@@ -394,11 +423,15 @@ impl DiskTier {
                         vary: vary.to_vec(),
                         size,
                         used,
+                        written: ticket,
                     },
                 );
                 drop(g);
-                for other in stale {
+                for &other in &stale {
                     let _ = std::fs::remove_file(self.path(other));
+                }
+                if !stale.is_empty() {
+                    self.sync_after_removal();
                 }
                 self.evict();
             }
@@ -452,22 +485,32 @@ impl DiskTier {
             }
         }
         if n > 0 {
-            // An unlink is lost with the power unless the directory is synced: a purged
-            // response would be back after the restart. Off the event loop, which a purge
-            // or an unsafe method's success may run this on; this process no longer
-            // reads the files either way.
-            let dir = self.dir.clone();
-            let sync = move || {
-                let _ = sync_dir(&dir);
-            };
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    rt.spawn_blocking(sync);
-                }
-                Err(_) => sync(),
-            }
+            self.sync_after_removal();
         }
         n
+    }
+
+    /// An unlink is lost with the power unless the directory is synced: a purged response
+    /// would be back after the restart. Off the event loop, which a purge or an unsafe
+    /// method's success may run this on (this process no longer reads the files either
+    /// way), and at most one sync waiting for the pool: on a disk that stopped answering,
+    /// removals must not take every thread of it.
+    fn sync_after_removal(&self) {
+        if self.sync_wanted.swap(true, Ordering::AcqRel) {
+            // One is waiting to start, and will see this unlink.
+            return;
+        }
+        let (dir, wanted) = (self.dir.clone(), self.sync_wanted.clone());
+        let sync = move || {
+            wanted.store(false, Ordering::Release);
+            let _ = sync_dir(&dir);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(sync);
+            }
+            Err(_) => sync(),
+        }
     }
 
     pub(crate) fn bytes(&self) -> u64 {
@@ -676,6 +719,9 @@ fn parse_head(b: &[u8], version: u8) -> io::Result<Head> {
     }
     let selecting: Arc<[u8]> = match version {
         1 if secondary != 0 => return Err(bad("a variant without its request's values")),
+        // Keyed fields and cookies were written otherwise then (an absent one as an empty
+        // one, two lines as one): read now, the file could answer another request's key.
+        1 if primary.contains('\n') => return Err(bad("a key of the older layout")),
         1 => Arc::from(&[][..]),
         _ => c.bytes()?.into(),
     };
@@ -919,6 +965,11 @@ mod tests {
         let mut not_varied = h[..h.len() - body_part].to_vec();
         not_varied[4 + 14..4 + 14 + 8].copy_from_slice(&0u64.to_le_bytes());
         assert!(parse_head(&not_varied, 1).is_ok());
+        // A key with keyed fields, written under their older layout: not read.
+        let mut keyed = not_varied.clone();
+        keyed[4 + 13] = b'\n';
+        let err = parse_head(&keyed, 1).err().unwrap();
+        assert!(err.to_string().contains("older layout"), "{err}");
         let mut file = b"GHCACHE1".to_vec();
         file.extend_from_slice(&((h.len() - body_part) as u64).to_le_bytes());
         file.extend_from_slice(&h);

@@ -3,7 +3,6 @@
 use http::header::{HeaderName, COOKIE, HOST};
 use http::{HeaderMap, HeaderValue, Request};
 use std::hash::{Hash, Hasher};
-use std::sync::OnceLock;
 
 /// What besides the target goes into a key.
 #[derive(Clone, Debug, Default)]
@@ -272,6 +271,11 @@ pub(crate) fn cookies_ambiguous(headers: &HeaderMap, names: &[String]) -> bool {
         };
         for pair in v.split(';') {
             let Some((raw, _)) = pair.split_once('=') else {
+                // A keyed cookie without `=` is read as an empty value by some parsers
+                // (Go's, PHP's, Rack's) and as no cookie by the key.
+                if names.iter().any(|n| pair.trim() == n) {
+                    return true;
+                }
                 continue;
             };
             let name = raw.trim_start();
@@ -296,11 +300,13 @@ pub(crate) fn cookies_ambiguous(headers: &HeaderMap, names: &[String]) -> bool {
 /// their hash ([`secondary_of`]), and two requests whose values differ must never share an
 /// answer, however their hashes fall. Empty when `names` is.
 ///
-/// A list-based field's lines and members are one list (RFC 9110 §5.3): `Foo: 1, 2` is
-/// `Foo: 1` and `Foo: 2`, and whitespace around members does not count. So is a field
-/// this does not know, whose sender may only repeat it if it is a list. A field known to
-/// hold one value ([`singleton`]: `User-Agent`, `Authorization`, dates) keeps its bytes
-/// as they are, commas and spaces included. Cookie's crumbs are joined by `;` (RFC 9113
+/// A field defined as a list ([`list`]: `Accept-Language`, `Accept-Encoding`) is its
+/// members: `A: 1, 2` is `A: 1` and `A: 2` (RFC 9110 §5.3), and whitespace around
+/// members and empty ones do not count (§5.6.1). A field this does not know is its lines
+/// combined as §5.3 combines them (joined by `, `), each line's bytes as they are: its
+/// sender may repeat it only if it is a list, but its upstream may read `,mobile` as
+/// other than `mobile`. A field known to hold one value ([`singleton`]: `User-Agent`,
+/// `Authorization`, dates) is its bytes. Cookie's crumbs are joined by `;` (RFC 9113
 /// §8.2.3), and a comma is part of a cookie's value.
 pub(crate) fn selecting(headers: &HeaderMap, names: &[HeaderName]) -> Vec<u8> {
     if names.is_empty() {
@@ -327,22 +333,42 @@ pub(crate) fn selecting(headers: &HeaderMap, names: &[HeaderName]) -> Vec<u8> {
         out.push(1);
         let sep = if name == http::header::COOKIE {
             Some(b';')
-        } else if singleton(name) {
-            None
-        } else {
+        } else if list(name) {
             Some(b',')
+        } else {
+            None
         };
-        for v in headers.get_all(name) {
-            let v = v.as_bytes();
-            match sep {
-                None => put_member(&mut out, v.trim_ascii()),
-                Some(sep) => {
-                    for member in v.split(|&b| b == sep) {
+        match sep {
+            Some(sep) => {
+                for v in headers.get_all(name) {
+                    for member in v.as_bytes().split(|&b| b == sep) {
                         let m = member.trim_ascii();
                         if !m.is_empty() {
                             put_member(&mut out, m);
                         }
                     }
+                }
+            }
+            None if singleton(name) => {
+                for v in headers.get_all(name) {
+                    put_member(&mut out, v.as_bytes().trim_ascii());
+                }
+            }
+            None => {
+                // One member: the lines joined by `, `.
+                let lines = headers.get_all(name);
+                let len = lines
+                    .iter()
+                    .map(|v| v.as_bytes().trim_ascii().len() + 2)
+                    .sum::<usize>();
+                put_len(&mut out, len - 2 + 1);
+                // A leading byte no value holds, so that the member is never empty.
+                out.push(0);
+                for (i, v) in lines.iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    out.extend_from_slice(v.as_bytes().trim_ascii());
                 }
             }
         }
@@ -375,6 +401,25 @@ fn put_member(out: &mut Vec<u8>, m: &[u8]) {
     out.extend_from_slice(m);
 }
 
+/// Request fields defined as lists (RFC 9110 §12.5, §10.1.4, RFC 9111 §5.2, §5.4), whose
+/// members are what selects a variant.
+fn list(name: &HeaderName) -> bool {
+    use http::header;
+    [
+        header::ACCEPT,
+        header::ACCEPT_CHARSET,
+        header::ACCEPT_ENCODING,
+        header::ACCEPT_LANGUAGE,
+        header::CACHE_CONTROL,
+        header::PRAGMA,
+        header::TE,
+        header::IF_MATCH,
+        header::IF_NONE_MATCH,
+        header::VIA,
+    ]
+    .contains(name)
+}
+
 /// Request fields defined to hold one value (RFC 9110, RFC 9111, RFC 6454), in which a
 /// comma is part of the value: their bytes select a variant as they are.
 fn singleton(name: &HeaderName) -> bool {
@@ -405,11 +450,14 @@ pub(crate) fn secondary_of(selecting: &[u8]) -> u64 {
     if selecting.is_empty() {
         return 0;
     }
-    static STATE: OnceLock<ahash::RandomState> = OnceLock::new();
-    STATE
-        .get_or_init(|| ahash::RandomState::with_seeds(1, 2, 3, 4))
-        .hash_one(selecting)
-        .max(1)
+    // FNV-1a: the disk tier keeps this number, so it must be the same in the next process
+    // and the next build (ahash's output may change with its version or the CPU). Its
+    // collisions are easy to make, and cost only a miss: the values are compared.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in selecting {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h.max(1)
 }
 
 /// [`secondary_of`] the request's [`selecting`] bytes.
@@ -521,6 +569,10 @@ mod tests {
         assert!(amb(b"lang=fr; x=\xff"));
         assert!(amb(b"lang =de"));
         assert!(amb(b"lang=fr; lang=de"));
+        // Without `=`: an empty value to some parsers, no cookie to the key.
+        assert!(amb(b"a=1; lang"));
+        assert!(amb(b" lang "));
+        assert!(!amb(b"a=1; language; x"));
         assert!(!cookies_ambiguous(&HeaderMap::new(), &[]));
     }
 
@@ -622,7 +674,7 @@ mod tests {
         for _ in 0..4000 {
             let (name, sep) = match rng.below(3) {
                 0 => ("accept-language", b','),
-                1 => ("x-unknown", b','),
+                1 => ("accept-encoding", b','),
                 _ => ("cookie", b';'),
             };
             let names = [HeaderName::from_static(name)];
@@ -666,6 +718,46 @@ mod tests {
                 "present is not absent"
             );
         }
+        // A field this does not know: its lines combined (RFC 9110 §5.3), the bytes of
+        // each as they are. Any lines select as the same lines, or as one line holding
+        // them joined by `, `, and as nothing else.
+        let unknown = [HeaderName::from_static("x-unknown")];
+        let lines = |ls: &[Vec<u8>]| {
+            let mut m = HeaderMap::new();
+            for l in ls {
+                m.append("x-unknown", HeaderValue::from_bytes(l).unwrap());
+            }
+            selecting(&m, &unknown)
+        };
+        for _ in 0..4000 {
+            let one = |rng: &mut Rng| -> Vec<Vec<u8>> {
+                (0..1 + rng.below(3))
+                    .map(|_| {
+                        let alphabet: &[u8] = b"a1, ;\xff";
+                        let mut l: Vec<u8> = (0..rng.below(5))
+                            .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
+                            .collect();
+                        l.retain(|&b| b != b' ' || rng.coin());
+                        l.trim_ascii().to_vec()
+                    })
+                    .collect()
+            };
+            let (a, b) = (one(&mut rng), one(&mut rng));
+            let joined = |ls: &[Vec<u8>]| ls.join(&b", "[..]);
+            assert_eq!(
+                lines(&a) == lines(&b),
+                joined(&a) == joined(&b),
+                "{a:?} {b:?}"
+            );
+            // (A line as parsed has no whitespace at either end.)
+            let one_line = joined(&a);
+            if one_line.trim_ascii() == one_line {
+                assert_eq!(lines(&a), lines(&[one_line]));
+            }
+        }
+        assert_ne!(lines(&[b",mobile".to_vec()]), lines(&[b"mobile".to_vec()]));
+        assert_ne!(lines(&[b"a,b".to_vec()]), lines(&[b"a, b".to_vec()]));
+        assert_ne!(lines(&[Vec::new()]), selecting(&HeaderMap::new(), &unknown));
         // A field of one value: `a, b` and `a,b` are two values.
         let ua = [http::header::USER_AGENT];
         let one = |v: &str| {

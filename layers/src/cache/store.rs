@@ -1170,15 +1170,25 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(1));
         assert_eq!(abandoned(), 65);
         assert_eq!(s.stats().disk_reads.load(Ordering::Relaxed), 64);
-        // The disk answers again (an empty file): the hung reads end, and the damaged file
-        // goes, so the threads and the places are given back.
-        drop(std::fs::OpenOptions::new().write(true).open(&path).unwrap());
-        for _ in 0..300 {
-            if !path.exists() {
+        // The disk answers again, with bytes that are no cache file: the hung reads end,
+        // the damaged file goes, and the threads and the places are given back. The FIFO
+        // is held open for writing until then, so that a read reaching it late does not
+        // block (opened read-write, which never blocks).
+        let disk = s.inner.disk.clone().unwrap();
+        let mut fifo = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut fifo, &[b'x'; 4096]).unwrap();
+        for _ in 0..500 {
+            if disk.reads_under_way() == 0 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        assert_eq!(disk.reads_under_way(), 0);
+        drop(fifo);
         assert!(!path.exists());
         assert!(!s.on_disk(&k));
     }
