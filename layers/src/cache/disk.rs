@@ -111,7 +111,11 @@ struct Index {
 impl Index {
     /// Whether a write of `primary` queued at `ticket` was overtaken by a removal.
     fn removed_since(&self, primary: &str, ticket: u64) -> bool {
-        ticket < self.forgotten || self.removed.get(primary).is_some_and(|&t| t > ticket)
+        let after = |k: &str| self.removed.get(k).is_some_and(|&t| t > ticket);
+        // A key with fields or cookies is also removed with its URL ([`DiskTier::remove_prefix`]).
+        ticket < self.forgotten
+            || after(primary)
+            || primary.find('\n').is_some_and(|i| after(&primary[..=i]))
     }
 }
 
@@ -391,7 +395,8 @@ impl DiskTier {
                     // write has replaced it since.
                     drop(g);
                     let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
-                    if r.last.get(&id) == Some(&ticket) {
+                    // (A clear of the map since leaves none: the file is still this one.)
+                    if r.last.get(&id).is_none_or(|&t| t == ticket) {
                         let _ = std::fs::remove_file(&path);
                         drop(r);
                         self.sync_after_removal();
@@ -460,15 +465,24 @@ impl DiskTier {
 
     /// Removes every file whose primary key starts with `prefix`; how many. A walk of the
     /// index (in memory), not of the directory.
+    /// `url` followed by a line feed: the keys of the URL with fields or cookies. Writes
+    /// of such keys queued before are dropped too, whether or not they have a file yet.
     pub(crate) fn remove_prefix(&self, prefix: &str) -> u64 {
-        let primaries: Vec<Arc<str>> = self
-            .lock()
-            .by_primary
-            .keys()
-            .filter(|p| p.starts_with(prefix))
-            .cloned()
-            .collect();
-        primaries.iter().map(|p| self.remove_primary(p)).sum()
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        let ids: Vec<u64> = {
+            let mut g = self.lock();
+            if g.removed.len() >= MAX_REMOVED {
+                g.removed.clear();
+                g.forgotten = now;
+            }
+            g.removed.insert(prefix.into(), now);
+            g.by_primary
+                .iter()
+                .filter(|(p, _)| p.starts_with(prefix))
+                .flat_map(|(_, ids)| ids.iter().copied())
+                .collect()
+        };
+        self.remove_ids(&ids)
     }
 
     /// The primary keys of the files, for a purge by prefix.
@@ -1033,6 +1047,48 @@ mod tests {
         t.store(&k, &[], &entry("latest", "max-age=60"), t.ticket());
         let (_, e) = t.load(&k, Duration::ZERO).unwrap();
         assert_eq!(&e.body[..], b"latest");
+    }
+
+    /// A URL's removal with its fields and cookies (an unsafe method's success) drops the
+    /// writes queued before it of any such key, even one without a file yet; a key
+    /// without fields, or a longer URL, is not touched.
+    #[test]
+    fn a_urls_removal_drops_the_keyed_writes_queued_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let before = t.ticket();
+        t.store(
+            &key("GET http://h/a\nx:1", 0),
+            &[],
+            &entry("1", "max-age=60"),
+            t.ticket(),
+        );
+        assert_eq!(t.files(), 1);
+        assert_eq!(t.remove_prefix("GET http://h/a\n"), 1);
+        for k in ["GET http://h/a\nx:1", "GET http://h/a\nx:2"] {
+            t.store(&key(k, 0), &[], &entry("x", "max-age=60"), before);
+        }
+        assert_eq!(t.files(), 0);
+        t.store(
+            &key("GET http://h/ab\nx:1", 0),
+            &[],
+            &entry("y", "max-age=60"),
+            before,
+        );
+        t.store(
+            &key("GET http://h/a", 0),
+            &[],
+            &entry("z", "max-age=60"),
+            before,
+        );
+        assert_eq!(t.files(), 2);
+        t.store(
+            &key("GET http://h/a\nx:1", 0),
+            &[],
+            &entry("n", "max-age=60"),
+            t.ticket(),
+        );
+        assert_eq!(t.files(), 3);
     }
 
     /// Found in review: a damaged time panicked at every start and reload, and a far

@@ -589,10 +589,18 @@ impl ResponseStore {
             .write()
             .unwrap_or_else(|e| e.into_inner());
         if g.at.len() >= MAX_INVALIDATED && !g.at.contains_key(url) {
-            g.at.clear();
-            g.floor = Some(now);
+            // The older half goes, under a floor as late as the latest of them: every
+            // keyed entry requested before that counts as invalidated (a flush of the
+            // keyed entries would be one POST away from any client otherwise).
+            let mut times: Vec<SystemTime> = g.at.values().copied().collect();
+            times.sort_unstable();
+            let cut = times[times.len() / 2];
+            g.at.retain(|_, t| *t > cut);
+            g.floor = Some(g.floor.map_or(cut, |f| f.max(cut)));
         }
-        g.at.insert(url.into(), now);
+        // A clock stepped back never moves an invalidation earlier.
+        let at = g.at.get(url).map_or(now, |&t| t.max(now));
+        g.at.insert(url.into(), at);
         self.inner.any_invalidated.store(true, Ordering::Release);
         drop(g);
         // The record is this process's only: the files go, or a restart would bring them
@@ -602,7 +610,9 @@ impl ResponseStore {
         }
     }
 
-    /// Whether `e`, filed under `primary`, was received before its URL was invalidated.
+    /// Whether `e`, filed under `primary`, was requested from the upstream before its URL
+    /// was invalidated: a GET sent before a POST's success may carry what the POST changed
+    /// or not, so its answer is not used either.
     fn outdated(&self, primary: &str, e: &Entry) -> bool {
         if !self.inner.any_invalidated.load(Ordering::Acquire) {
             return false;
@@ -616,9 +626,9 @@ impl ResponseStore {
             .invalidated
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        let received = e.exchange.response_time;
-        g.floor.is_some_and(|t| received <= t)
-            || g.at.get(&primary[..end]).is_some_and(|&t| received <= t)
+        let asked = e.exchange.request_time;
+        g.floor.is_some_and(|t| asked <= t)
+            || g.at.get(&primary[..end]).is_some_and(|&t| asked <= t)
     }
 
     /// The entry for a request's key, if it was stored for the request's values of the
@@ -682,6 +692,13 @@ impl ResponseStore {
     /// Stores `entry` under `key`; `vary` is what its response's `Vary` names. With a disk
     /// tier, it is written there too, on the blocking pool.
     pub(crate) fn insert(&self, key: Key, vary: Vec<HeaderName>, entry: Entry) -> Arc<Entry> {
+        if self.outdated(&key.primary, &entry) {
+            // Requested before its URL was invalidated, and complete only now (a slow
+            // body): stored, it would replace a newer entry, and on disk outlive the
+            // invalidation, which a restart forgets.
+            entry.version.remove();
+            return Arc::new(entry);
+        }
         let disk = self.inner.disk.clone();
         let disk_copy = disk.as_ref().map(|_| (key.clone(), vary.clone()));
         let (entry, stored) = self.insert_memory(key, vary, entry);
@@ -1220,6 +1237,7 @@ mod tests {
         for _ in 0..1000 {
             assert!(s.get_ref(&r).is_some());
         }
+        let late = entry(30);
         s.invalidate_url("GET http://h/a");
         assert!(s.get_ref(&r).is_none(), "nor this thread's copy");
         assert!(s.get(&key(one), &[]).is_none());
@@ -1227,10 +1245,40 @@ mod tests {
         assert!(s.get(&key(other), &[]).is_some());
         assert!(!s.on_disk(&key(one)) && !s.on_disk(&key(two)));
         assert!(s.on_disk(&key(other)));
+        // Requested before the invalidation, complete only after it (a slow body): not
+        // stored, in memory or on disk; requested after: served.
         tokio::time::sleep(Duration::from_millis(5)).await;
         s.insert(key(two), vec![], entry(20));
         assert_eq!(s.get(&key(two), &[]).unwrap().body.len(), 20);
+        s.insert(key(two), vec![], late);
+        assert_eq!(s.get(&key(two), &[]).unwrap().body.len(), 20);
         assert!(s.get(&key(one), &[]).is_none());
+    }
+
+    /// The record of invalidated URLs is bounded: past it, the older half goes under a
+    /// floor, which still hides every entry they hid; the newer half stays exact.
+    #[test]
+    fn the_invalidated_urls_are_bounded_without_forgetting_one() {
+        let s = ResponseStore::new(1 << 20, 1000);
+        let before = entry(1);
+        std::thread::sleep(Duration::from_millis(2));
+        for i in 0..=MAX_INVALIDATED {
+            s.invalidate_url(&format!("GET http://h/{i}"));
+        }
+        let g = s.inner.invalidated.read().unwrap();
+        assert!(g.at.len() <= MAX_INVALIDATED / 2 + 1, "{}", g.at.len());
+        drop(g);
+        for i in [0, MAX_INVALIDATED / 2, MAX_INVALIDATED] {
+            let k = key(&format!("GET http://h/{i}\nx-tenant:1"));
+            assert!(s.outdated(&k.primary, &before), "{i}");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        let after = entry(1);
+        assert!(!s.outdated("GET http://h/1\nx-tenant:1", &after));
+        assert!(
+            !s.outdated("GET http://h/1", &before),
+            "a key without fields"
+        );
     }
 
     #[test]
