@@ -450,37 +450,37 @@ impl DiskTier {
 
     /// Removes every file filed under `primary`; how many.
     pub(crate) fn remove_primary(&self, primary: &str) -> u64 {
-        let now = self.clock.fetch_add(1, Ordering::Relaxed);
-        let ids: Vec<u64> = {
-            let mut g = self.lock();
-            if g.removed.len() >= MAX_REMOVED {
-                g.removed.clear();
-                g.forgotten = now;
-            }
-            g.removed.insert(primary.into(), now);
+        self.remove_recorded(primary, |g| {
             g.by_primary.get(primary).cloned().unwrap_or_default()
-        };
-        self.remove_ids(&ids)
+        })
     }
 
-    /// Removes every file whose primary key starts with `prefix`; how many. A walk of the
-    /// index (in memory), not of the directory.
-    /// `url` followed by a line feed: the keys of the URL with fields or cookies. Writes
-    /// of such keys queued before are dropped too, whether or not they have a file yet.
+    /// Removes every file whose primary key starts with `prefix` (a URL and a line feed:
+    /// its keys with fields or cookies); how many. A walk of the index (in memory), not of
+    /// the directory. Writes of such keys queued before are dropped too, whether or not
+    /// they have a file yet ([`Index::removed_since`]).
     pub(crate) fn remove_prefix(&self, prefix: &str) -> u64 {
-        let now = self.clock.fetch_add(1, Ordering::Relaxed);
-        let ids: Vec<u64> = {
-            let mut g = self.lock();
-            if g.removed.len() >= MAX_REMOVED {
-                g.removed.clear();
-                g.forgotten = now;
-            }
-            g.removed.insert(prefix.into(), now);
+        self.remove_recorded(prefix, |g| {
             g.by_primary
                 .iter()
                 .filter(|(p, _)| p.starts_with(prefix))
                 .flat_map(|(_, ids)| ids.iter().copied())
                 .collect()
+        })
+    }
+
+    /// Records the removal of `name` (for writes queued before it) and removes the files
+    /// `ids` finds.
+    fn remove_recorded(&self, name: &str, ids: impl FnOnce(&Index) -> Vec<u64>) -> u64 {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        let ids = {
+            let mut g = self.lock();
+            if g.removed.len() >= MAX_REMOVED {
+                g.removed.clear();
+                g.forgotten = now;
+            }
+            g.removed.insert(name.into(), now);
+            ids(&g)
         };
         self.remove_ids(&ids)
     }
