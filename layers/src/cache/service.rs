@@ -175,10 +175,7 @@ where
             CacheControl::parse(req.headers())
         };
         let primary = key::Primary::of(&req, asked.host, &s.parts);
-        let selecting = match s.store.vary_names(&primary) {
-            Some(names) => key::selecting(req.headers(), &names),
-            None => Vec::new(),
-        };
+        let selecting = selecting_for(s, &primary, req.headers());
         let secondary = key::secondary_of(&selecting);
         let found = s.store.get_ref(&KeyRef {
             primary: &primary,
@@ -327,13 +324,19 @@ fn take<S: Clone>(inner: &mut S) -> S {
     std::mem::replace(inner, clone)
 }
 
+/// The request's values of the fields its URL's stored `Vary` names ([`key::selecting`]);
+/// empty when no response of the URL had one.
+fn selecting_for(s: &Settings, primary: &key::Primary<'_>, headers: &HeaderMap) -> Vec<u8> {
+    match s.store.vary_names(primary) {
+        Some(names) => key::selecting(headers, &names),
+        None => Vec::new(),
+    }
+}
+
 /// The request's key, and its [`key::selecting`] bytes.
 fn lookup_key<B>(s: &Settings, req: &Request<B>) -> (Key, Vec<u8>) {
     let primary = key::Primary::of(req, req.headers().get(HOST), &s.parts);
-    let selecting = match s.store.vary_names(&primary) {
-        Some(names) => key::selecting(req.headers(), &names),
-        None => Vec::new(),
-    };
+    let selecting = selecting_for(s, &primary, req.headers());
     let key = Key {
         primary: Arc::from(&*primary.text()),
         secondary: key::secondary_of(&selecting),
