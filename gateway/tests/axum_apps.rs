@@ -293,3 +293,84 @@ fn an_axum_router_mounted_as_a_route_is_behind_the_routes_checks() {
         "{lines}"
     );
 }
+
+/// A Service that panics ends its own HTTP/2 stream, not the connection: a stream still
+/// running beside it finishes, and the connection takes more. The first poll of a stream
+/// runs in the connection's task (`server::InlineFirst`); a panic there ended every stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_service_ends_its_own_http2_stream_alone() {
+    use http_body_util::{BodyExt, Empty};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log");
+    let app = axum::Router::new()
+        .route(
+            "/panic",
+            axum::routing::get(|| async {
+                if std::hint::black_box(true) {
+                    panic!("a handler's bug, on purpose");
+                }
+                "never"
+            }),
+        )
+        .route(
+            "/slow",
+            axum::routing::get(|| async {
+                tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                "slow, done\n"
+            }),
+        );
+    let config = load_config(format!(
+        "root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nworkers = 1\nh2c = true\n\
+         [[routes]]\nname = \"app\"\nmount = \"app\"\n[routes.access_log]\npath = {:?}\n",
+        fixtures().join("site").display().to_string(),
+        log.display().to_string()
+    ))
+    .expect("config");
+    let mounts = gatehouse::router::Mounts::new().mount("app", app);
+    let router = gatehouse::router::build_with(&config, mounts).expect("router");
+    let handle = gatehouse::start(&config, router.clone()).expect("start");
+    let tcp = tokio::net::TcpStream::connect(handle.addrs()[0])
+        .await
+        .unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let get = |path: &str| {
+        let mut send = send.clone();
+        let req = http::Request::get(format!("http://a{path}"))
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap();
+        async move {
+            let res = send.send_request(req).await?;
+            let status = res.status().as_u16();
+            let body = res.into_body().collect().await?.to_bytes();
+            Ok::<_, hyper::Error>((status, body))
+        }
+    };
+    let slow = tokio::spawn(get("/slow"));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // The panicking stream is reset; no response.
+    assert!(get("/panic").await.is_err());
+    let (status, body) = slow.await.unwrap().expect("the stream beside it");
+    assert_eq!((status, &body[..]), (200, &b"slow, done\n"[..]));
+    let (status, _) = get("/slow").await.expect("a new stream on the connection");
+    assert_eq!(status, 200);
+
+    handle.shutdown();
+    router.close_logs();
+    // Every request has its line; the panicked one as a request without a response.
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let count = |what: &str| lines.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        (
+            count("\"GET /slow HTTP/2.0\" 200"),
+            count("\"GET /panic HTTP/2.0\" 499")
+        ),
+        (2, 1),
+        "{lines}"
+    );
+}
