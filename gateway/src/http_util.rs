@@ -19,6 +19,32 @@ pub(crate) fn strip_port(host: &str) -> &str {
     }
 }
 
+/// Polls `fut`, a Service's future from outside gatehouse (a mounted route's, or the one
+/// [`crate::serve`] serves): `None` if it panicked, which its caller answers 500, as Caddy
+/// answers a handler's panic. The connection and its other requests go on, and the route
+/// logs and counts a 500, not a request its client gave up. The default hook has already
+/// printed the panic.
+pub(crate) fn poll_caught<F>(
+    fut: std::pin::Pin<&mut F>,
+    cx: &mut std::task::Context<'_>,
+) -> std::task::Poll<Option<F::Output>>
+where
+    F: std::future::Future + ?Sized,
+{
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+        Ok(polled) => polled.map(Some),
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(no message)");
+            tracing::error!("a Service panicked, answered 500: {what}");
+            std::task::Poll::Ready(None)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::strip_port;

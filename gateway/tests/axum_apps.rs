@@ -294,15 +294,9 @@ fn an_axum_router_mounted_as_a_route_is_behind_the_routes_checks() {
     );
 }
 
-/// A Service that panics ends its own HTTP/2 stream, not the connection: a stream still
-/// running beside it finishes, and the connection takes more. The first poll of a stream
-/// runs in the connection's task (`server::InlineFirst`); a panic there ended every stream.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panicking_service_ends_its_own_http2_stream_alone() {
-    use http_body_util::{BodyExt, Empty};
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("app.log");
-    let app = axum::Router::new()
+/// An app whose `/panic` panics in its handler, and whose `/slow` answers after 400 ms.
+fn panicking_app() -> axum::Router {
+    axum::Router::new()
         .route(
             "/panic",
             axum::routing::get(|| async {
@@ -318,21 +312,32 @@ async fn a_panicking_service_ends_its_own_http2_stream_alone() {
                 tokio::time::sleep(std::time::Duration::from_millis(400)).await;
                 "slow, done\n"
             }),
-        );
+        )
+}
+
+/// A mounted Service that panics is answered 500, as Caddy answers a handler's panic: over
+/// HTTP/2 a stream running beside it on the connection finishes, and over HTTP/1 the
+/// connection takes the next request. The route logs and counts a 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_mounted_service_is_answered_500_and_the_connection_goes_on() {
+    use http_body_util::{BodyExt, Empty};
+    gatehouse::metrics::install().expect("metrics");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("app.log");
     let config = load_config(format!(
         "root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nworkers = 1\nh2c = true\n\
-         [[routes]]\nname = \"app\"\nmount = \"app\"\n[routes.access_log]\npath = {:?}\n",
+         [[routes]]\nname = \"panicky\"\nmount = \"app\"\n[routes.access_log]\npath = {:?}\n",
         fixtures().join("site").display().to_string(),
         log.display().to_string()
     ))
     .expect("config");
-    let mounts = gatehouse::router::Mounts::new().mount("app", app);
+    let mounts = gatehouse::router::Mounts::new().mount("app", panicking_app());
     let router = gatehouse::router::build_with(&config, mounts).expect("router");
     let handle = gatehouse::start(&config, router.clone()).expect("start");
     let tcp = tokio::net::TcpStream::connect(handle.addrs()[0])
         .await
         .unwrap();
-    let (send, conn) = hyper::client::conn::http2::handshake(
+    let (h2, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(tcp),
     )
@@ -340,12 +345,12 @@ async fn a_panicking_service_ends_its_own_http2_stream_alone() {
     .unwrap();
     tokio::spawn(conn);
     let get = |path: &str| {
-        let mut send = send.clone();
+        let mut h2 = h2.clone();
         let req = http::Request::get(format!("http://a{path}"))
             .body(Empty::<bytes::Bytes>::new())
             .unwrap();
         async move {
-            let res = send.send_request(req).await?;
+            let res = h2.send_request(req).await?;
             let status = res.status().as_u16();
             let body = res.into_body().collect().await?.to_bytes();
             Ok::<_, hyper::Error>((status, body))
@@ -353,24 +358,72 @@ async fn a_panicking_service_ends_its_own_http2_stream_alone() {
     };
     let slow = tokio::spawn(get("/slow"));
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    // The panicking stream is reset; no response.
-    assert!(get("/panic").await.is_err());
+    let (status, body) = get("/panic")
+        .await
+        .expect("an answer to the panicking stream");
+    assert_eq!((status, &body[..]), (500, &b"internal error\n"[..]));
     let (status, body) = slow.await.unwrap().expect("the stream beside it");
     assert_eq!((status, &body[..]), (200, &b"slow, done\n"[..]));
-    let (status, _) = get("/slow").await.expect("a new stream on the connection");
-    assert_eq!(status, 200);
 
+    // HTTP/1: the same connection goes on after the 500.
+    let addr = handle.addrs()[0];
+    let (first, second) = tokio::task::spawn_blocking(move || {
+        let mut c = Conn::open(addr);
+        let first = c.request("GET /panic HTTP/1.1\r\nHost: a\r\n\r\n");
+        let second = c.request("GET /slow HTTP/1.1\r\nHost: a\r\n\r\n");
+        (first.status, second.status)
+    })
+    .await
+    .unwrap();
+    assert_eq!((first, second), (500, 200));
+
+    let admin = handle.admin_addr();
+    let m = tokio::task::spawn_blocking(move || {
+        send(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n").text()
+    })
+    .await
+    .unwrap();
+    let counted_500 = counted(
+        &m,
+        "gatehouse_http_requests_total",
+        &["route=\"panicky\"", "status=\"500\""],
+    );
+    assert_eq!(counted_500, 2, "{m}");
     handle.shutdown();
     router.close_logs();
-    // Every request has its line; the panicked one as a request without a response.
     let lines = std::fs::read_to_string(&log).unwrap();
     let count = |what: &str| lines.lines().filter(|l| l.contains(what)).count();
     assert_eq!(
         (
-            count("\"GET /slow HTTP/2.0\" 200"),
-            count("\"GET /panic HTTP/2.0\" 499")
+            count("\"GET /panic HTTP/2.0\" 500"),
+            count("\"GET /panic HTTP/1.1\" 500"),
+            count("\" 200 ")
         ),
-        (2, 1),
+        (1, 1, 2),
         "{lines}"
     );
+}
+
+/// The same under `gatehouse::serve`, which serves any tower Service: 500, and the
+/// connection goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_service_served_whole_is_answered_500() {
+    let config = load_config(format!(
+        "root = {:?}\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nworkers = 1\n",
+        fixtures().join("site").display().to_string()
+    ))
+    .expect("config");
+    let handle = gatehouse::serve(&config, panicking_app()).expect("serve");
+    let addr = handle.addrs()[0];
+    let (first, second) = tokio::task::spawn_blocking(move || {
+        let mut c = Conn::open(addr);
+        let first = c.request("GET /panic HTTP/1.1\r\nHost: a\r\n\r\n");
+        let second = c.request("GET /slow HTTP/1.1\r\nHost: a\r\n\r\n");
+        ((first.status, first.text()), second.status)
+    })
+    .await
+    .unwrap();
+    assert_eq!(first, (500, "internal error\n".to_string()));
+    assert_eq!(second, 200);
+    assert!(handle.shutdown());
 }

@@ -333,8 +333,10 @@ impl Future for EndpointFuture {
                 res.map(from_precompress)
             }
             KindProj::Mounted { fut } => {
-                let Ok(res) = std::task::ready!(fut.as_mut().poll(cx));
-                res.map(GateBody::Boxed)
+                match std::task::ready!(crate::http_util::poll_caught(fut.as_mut(), cx)) {
+                    Some(Ok(res)) => res.map(GateBody::Boxed),
+                    None => plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n"),
+                }
             }
             KindProj::Ready { res } => res
                 .take()

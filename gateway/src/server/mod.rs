@@ -1106,6 +1106,28 @@ where
 mod tests {
     use super::*;
 
+    /// A stream whose first poll (in the connection's task) panics does not unwind into
+    /// the connection, and the next stream is polled and spawned as before: the watch of
+    /// [`h2send`] was left as it was.
+    #[tokio::test]
+    async fn a_panic_in_a_streams_first_poll_stays_in_that_stream() {
+        let exec = InlineFirst {
+            stall: Duration::from_secs(1),
+        };
+        hyper::rt::Executor::execute(&exec, async {
+            if std::hint::black_box(true) {
+                panic!("a stream's bug, on purpose");
+            }
+        });
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        hyper::rt::Executor::execute(&exec, async move {
+            tokio::task::yield_now().await;
+            let _ = tx.send(());
+        });
+        let done = tokio::time::timeout(Duration::from_secs(5), rx).await;
+        assert!(matches!(done, Ok(Ok(()))), "{done:?}");
+    }
+
     /// The watchdog's timer is polled only when just set or fired, so that one poll must
     /// leave it holding the task's waker even when the connection spent the task's coop
     /// budget first (`Sleep::poll` then returns Pending without taking the waker): else an

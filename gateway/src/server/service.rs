@@ -154,9 +154,10 @@ where
     type Output = (http::response::Parts, ObservedBody);
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let res = match std::task::ready!(self.project().inner.poll(cx)) {
-            Ok(res) => res.map(|b| GateBody::Boxed(axum::body::Body::new(b))),
-            Err(e) => {
+        let res = match std::task::ready!(crate::http_util::poll_caught(self.project().inner, cx)) {
+            Some(Ok(res)) => res.map(|b| GateBody::Boxed(axum::body::Body::new(b))),
+            None => crate::http_util::plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n"),
+            Some(Err(e)) => {
                 // A Service's error is a fault of the server's, not the client's.
                 let e: BoxError = e.into();
                 tracing::error!("service error: {e}");
