@@ -20,8 +20,8 @@ pub(crate) fn strip_port(host: &str) -> &str {
 }
 
 /// Polls `fut`, a Service's future from outside gatehouse (a mounted route's, or the one
-/// [`crate::serve`] serves): `None` if it panicked, which its caller answers 500, as Caddy
-/// answers a handler's panic. The connection and its other requests go on, and the route
+/// [`crate::serve`] serves): `None` if it panicked, which its caller answers 500, as
+/// tower-http's `CatchPanicLayer` does. The connection and its other requests go on, and the route
 /// logs and counts a 500, not a request its client gave up. The default hook has already
 /// printed the panic.
 pub(crate) fn poll_caught<F>(

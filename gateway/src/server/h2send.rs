@@ -294,12 +294,32 @@ fn announce(stream: &Arc<Stream>) {
 }
 
 /// Runs `f` (a poll of a stream's task) and returns what it returned and the gate it made.
+/// A panic in `f` leaves the thread's watch as it found it ([`Watching`]'s drop): a
+/// stream's task that panics is caught by tokio, and the thread polls others after it.
 pub(crate) fn watch<R>(f: impl FnOnce() -> R) -> (R, Option<Arc<Stream>>) {
-    let outer = WATCHING.replace(true);
-    let outer_found = FOUND.take();
+    let mut restore = Watching {
+        outer: WATCHING.replace(true),
+        outer_found: Some(FOUND.take()),
+    };
     let r = f();
-    WATCHING.set(outer);
-    (r, FOUND.replace(outer_found))
+    let found = FOUND.replace(restore.outer_found.take().flatten());
+    (r, found)
+}
+
+/// What [`watch`] puts back when it ends, by return or by unwinding.
+struct Watching {
+    outer: bool,
+    /// `None` once [`watch`] has put it back itself.
+    outer_found: Option<Option<Arc<Stream>>>,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        WATCHING.set(self.outer);
+        if let Some(found) = self.outer_found.take() {
+            FOUND.set(found);
+        }
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -378,6 +398,25 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
     use std::task::{Wake, Waker};
+
+    /// A panic inside a watched poll leaves the thread not watching, as before it: else
+    /// every gate made on the thread afterwards, outside any stream's poll, would be
+    /// kept in `FOUND`.
+    #[test]
+    fn a_panic_in_a_watched_poll_leaves_the_watch_as_it_was() {
+        let caught = std::panic::catch_unwind(|| {
+            watch(|| {
+                if std::hint::black_box(true) {
+                    panic!("a stream's bug, on purpose");
+                }
+            })
+        });
+        assert!(caught.is_err());
+        assert!(!WATCHING.get());
+        let ((), found) = watch(|| ());
+        assert!(found.is_none());
+        assert!(!WATCHING.get());
+    }
 
     /// A waker that counts its wakes.
     #[derive(Default)]

@@ -204,14 +204,21 @@ where
         // A future polled with a no-op waker that returns Pending has registered nothing
         // that will wake it; the spawned task polls it again at once, with a real waker.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        // A panic in a route's Service ends its stream alone (h2 resets it when the future
+        // A panic in a stream's future ends that stream alone (h2 resets it when the future
         // is dropped), as it does once the stream's own task polls it. Uncaught here, in
         // the connection's task, it ended every stream on the connection.
         let (polled, gate) = h2send::watch(|| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(&mut cx)))
         });
-        if matches!(polled, Ok(Poll::Pending)) {
-            tokio::spawn(h2send::Stalls::new(fut, gate, self.stall));
+        match polled {
+            Ok(Poll::Pending) => {
+                tokio::spawn(h2send::Stalls::new(fut, gate, self.stall));
+            }
+            Ok(Poll::Ready(())) => {}
+            // Its drop may panic too: caught, as tokio catches a task's.
+            Err(_) => {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(fut)));
+            }
         }
     }
 }
