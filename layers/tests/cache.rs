@@ -397,6 +397,65 @@ async fn a_stale_response_is_revalidated_and_a_304_updates_its_head() {
 }
 
 #[tokio::test]
+async fn a_304_that_changes_vary_files_the_entry_under_the_fields_it_names() {
+    let o = Origin::new();
+    let vary = |v| {
+        [
+            ("cache-control", "max-age=0"),
+            ("etag", "\"v1\""),
+            ("vary", v),
+        ]
+    };
+    o.answers(200, &vary("accept-language"), "one");
+    let c = cache(&o, CacheLayer::new());
+    let asks = [("accept-language", "fr"), ("x-device", "phone")];
+    get(&c, "GET", "/", &asks).await;
+    o.answers(
+        304,
+        &[
+            ("cache-control", "max-age=60"),
+            ("etag", "\"v1\""),
+            ("vary", "x-device"),
+        ],
+        "",
+    );
+    let r = get(&c, "GET", "/", &asks).await;
+    assert_eq!(r.cache, Some(CacheStatus::Revalidated));
+    // Found again, by the field the 304 named: the language no longer selects.
+    for lang in ["fr", "de"] {
+        let r = get(
+            &c,
+            "GET",
+            "/",
+            &[("accept-language", lang), ("x-device", "phone")],
+        )
+        .await;
+        assert_eq!(
+            (r.cache, &r.body[..]),
+            (Some(CacheStatus::Hit), &b"one"[..]),
+            "{lang}"
+        );
+    }
+    o.answers(
+        200,
+        &[("cache-control", "max-age=60"), ("vary", "x-device")],
+        "two",
+    );
+    let r = get(
+        &c,
+        "GET",
+        "/",
+        &[("accept-language", "fr"), ("x-device", "desk")],
+    )
+    .await;
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Miss), &b"two"[..])
+    );
+    assert_eq!(o.calls(), 3);
+}
+
+#[tokio::test]
 async fn the_request_cache_control_is_obeyed_or_ignored_as_configured() {
     let o = Origin::new();
     let c = cache(&o, CacheLayer::new());

@@ -679,8 +679,17 @@ fn store_updated(
     if ok.is_ok() && keep_as_it_was {
         Arc::new(updated)
     } else if ok.is_ok() {
+        // A 304 may name other fields in `Vary` (§4.3.4 replaces the stored ones): the
+        // entry is filed under this request's values of those, where the old key would
+        // leave it where no request looks.
         let vary = key::vary_names(&updated.headers);
-        s.store.insert(key, vary, updated)
+        let selecting = key::selecting(asked, &vary);
+        let key = Key {
+            secondary: key::secondary_of(&selecting),
+            ..key
+        };
+        s.store
+            .insert(key, vary, updated.with_selecting(selecting.into()))
     } else {
         s.store.remove(&key);
         updated.version.remove();
