@@ -236,7 +236,7 @@ impl DiskTier {
             tier.sync_after_removal();
         }
         *tier.index.lock().unwrap_or_else(|e| e.into_inner()) = index;
-        tier.evict();
+        tier.evict(&|_| false);
         Ok(tier)
     }
 
@@ -353,9 +353,22 @@ impl DiskTier {
         self.clock.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Writes `entry` under `key` (unless it was removed after `ticket`), then evicts the
-    /// least recently used files over the bound.
+    /// [`DiskTier::store_keeping`] with nothing held in memory.
+    #[cfg(test)]
     pub(crate) fn store(&self, key: &Key, vary: &[HeaderName], entry: &Entry, ticket: u64) {
+        self.store_keeping(key, vary, entry, ticket, &|_| false);
+    }
+
+    /// Writes `entry` under `key` (unless it was removed after `ticket`), then evicts the
+    /// least recently used files over the bound, those whose keys are `resident` last.
+    pub(crate) fn store_keeping(
+        &self,
+        key: &Key,
+        vary: &[HeaderName],
+        entry: &Entry,
+        ticket: u64,
+        resident: &dyn Fn(&Key) -> bool,
+    ) {
         if self.lock().removed_since(&key.primary, ticket) {
             return;
         }
@@ -438,7 +451,7 @@ impl DiskTier {
                 if !stale.is_empty() {
                     self.sync_after_removal();
                 }
-                self.evict();
+                self.evict(resident);
             }
             Err(_) => {
                 // A full disk (or a newer write) loses the disk copy only; memory still
@@ -535,28 +548,31 @@ impl DiskTier {
         self.lock().files.len()
     }
 
-    /// Down to 90% of the bound, least recently used first, when over it.
-    fn evict(&self) {
+    /// Down to 90% of the bound, least recently used first, when over it. A file whose
+    /// entry is `resident` in memory goes last: its hits are served from memory and never
+    /// touch its `used`, so the URLs hot since they were written went first, and all
+    /// missed after a restart.
+    fn evict(&self, resident: &dyn Fn(&Key) -> bool) {
         let victims: Vec<u64> = {
             let g = self.lock();
             if g.bytes <= self.max_bytes {
                 return;
             }
-            let mut all: Vec<(u64, u64, u64)> = g
+            let mut all: Vec<(bool, u64, u64, u64)> = g
                 .files
                 .iter()
-                .map(|(&id, m)| (m.used, id, m.size))
+                .map(|(&id, m)| (resident(&m.key), m.used, id, m.size))
                 .collect();
             all.sort_unstable();
             let target = self.max_bytes / 10 * 9;
             let mut over = g.bytes.saturating_sub(target);
             all.into_iter()
-                .take_while(|&(_, _, size)| {
+                .take_while(|&(_, _, _, size)| {
                     let more = over > 0;
                     over = over.saturating_sub(size);
                     more
                 })
-                .map(|(_, id, _)| id)
+                .map(|(_, _, id, _)| id)
                 .collect()
         };
         self.remove_ids(&victims);
@@ -1257,5 +1273,29 @@ mod tests {
             .map(|e| e.unwrap().metadata().unwrap().len())
             .sum();
         assert_eq!(on_disk, t.bytes());
+    }
+
+    #[test]
+    fn files_whose_entries_are_in_memory_are_evicted_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 20_000).unwrap();
+        let body = "x".repeat(1000);
+        // 0 to 4 written first and never read from disk since: served from memory.
+        let resident = |k: &Key| (0..5).any(|i| *k.primary == *format!("GET http://h/{i}"));
+        for i in 0..40 {
+            t.store_keeping(
+                &key(&format!("GET http://h/{i}"), 0),
+                &[],
+                &entry(&body, "max-age=60"),
+                t.ticket(),
+                &resident,
+            );
+        }
+        assert!(t.bytes() <= 20_000, "{}", t.bytes());
+        for i in 0..5 {
+            assert!(t.has(&key(&format!("GET http://h/{i}"), 0)), "{i}");
+        }
+        assert!(!t.has(&key("GET http://h/5", 0)));
+        assert!(t.has(&key("GET http://h/39", 0)));
     }
 }

@@ -715,8 +715,9 @@ impl ResponseStore {
             };
             let e = entry.clone();
             let ticket = disk.ticket();
+            let map = self.inner.map.clone();
             let write = move || {
-                disk.store(&key, &vary, &e, ticket);
+                disk.store_keeping(&key, &vary, &e, ticket, &|k| map.contains_key(k));
                 drop(queued);
             };
             match tokio::runtime::Handle::try_current() {
