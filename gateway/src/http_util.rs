@@ -19,6 +19,12 @@ pub(crate) fn strip_port(host: &str) -> &str {
     }
 }
 
+/// The answer to a request whose Service failed or panicked: the server's fault, not the
+/// client's.
+pub(crate) fn internal_error<B: From<bytes::Bytes>>() -> http::Response<B> {
+    plain(http::StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+}
+
 /// Polls `fut`, a Service's future from outside gatehouse (a mounted route's, or the one
 /// [`crate::serve`] serves): `None` if it panicked, which its caller answers 500, as
 /// tower-http's `CatchPanicLayer` does. The connection and its other requests go on, and the route

@@ -335,7 +335,7 @@ impl Future for EndpointFuture {
             KindProj::Mounted { fut } => {
                 match std::task::ready!(crate::http_util::poll_caught(fut.as_mut(), cx)) {
                     Some(Ok(res)) => res.map(GateBody::Boxed),
-                    None => plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n"),
+                    None => crate::http_util::internal_error(),
                 }
             }
             KindProj::Ready { res } => res

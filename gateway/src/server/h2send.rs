@@ -297,28 +297,26 @@ fn announce(stream: &Arc<Stream>) {
 /// A panic in `f` leaves the thread's watch as it found it ([`Watching`]'s drop): a
 /// stream's task that panics is caught by tokio, and the thread polls others after it.
 pub(crate) fn watch<R>(f: impl FnOnce() -> R) -> (R, Option<Arc<Stream>>) {
-    let mut restore = Watching {
+    let restore = Watching {
         outer: WATCHING.replace(true),
-        outer_found: Some(FOUND.take()),
+        outer_found: FOUND.take(),
     };
     let r = f();
-    let found = FOUND.replace(restore.outer_found.take().flatten());
+    let found = FOUND.take();
+    drop(restore);
     (r, found)
 }
 
 /// What [`watch`] puts back when it ends, by return or by unwinding.
 struct Watching {
     outer: bool,
-    /// `None` once [`watch`] has put it back itself.
-    outer_found: Option<Option<Arc<Stream>>>,
+    outer_found: Option<Arc<Stream>>,
 }
 
 impl Drop for Watching {
     fn drop(&mut self) {
         WATCHING.set(self.outer);
-        if let Some(found) = self.outer_found.take() {
-            FOUND.set(found);
-        }
+        FOUND.set(self.outer_found.take());
     }
 }
 

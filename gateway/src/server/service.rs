@@ -156,12 +156,12 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let res = match std::task::ready!(crate::http_util::poll_caught(self.project().inner, cx)) {
             Some(Ok(res)) => res.map(|b| GateBody::Boxed(axum::body::Body::new(b))),
-            None => crate::http_util::plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n"),
+            None => crate::http_util::internal_error(),
             Some(Err(e)) => {
                 // A Service's error is a fault of the server's, not the client's.
                 let e: BoxError = e.into();
                 tracing::error!("service error: {e}");
-                crate::http_util::plain(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+                crate::http_util::internal_error()
             }
         };
         let (parts, body) = res.into_parts();
