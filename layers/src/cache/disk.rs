@@ -553,28 +553,35 @@ impl DiskTier {
     /// touch its `used`, so the URLs hot since they were written went first, and all
     /// missed after a restart.
     fn evict(&self, resident: &dyn Fn(&Key) -> bool) {
-        let victims: Vec<u64> = {
+        let (files, over) = {
             let g = self.lock();
             if g.bytes <= self.max_bytes {
                 return;
             }
-            let mut all: Vec<(bool, u64, u64, u64)> = g
+            let files: Vec<(Key, u64, u64, u64)> = g
                 .files
                 .iter()
-                .map(|(&id, m)| (resident(&m.key), m.used, id, m.size))
+                .map(|(&id, m)| (m.key.clone(), m.used, id, m.size))
                 .collect();
-            all.sort_unstable();
-            let target = self.max_bytes / 10 * 9;
-            let mut over = g.bytes.saturating_sub(target);
-            all.into_iter()
-                .take_while(|&(_, _, _, size)| {
-                    let more = over > 0;
-                    over = over.saturating_sub(size);
-                    more
-                })
-                .map(|(_, _, id, _)| id)
-                .collect()
+            (files, g.bytes.saturating_sub(self.max_bytes / 10 * 9))
         };
+        // The memory store is asked outside the index's lock, which a memory miss on the
+        // event loop takes ([`DiskTier::has`]).
+        let mut all: Vec<(bool, u64, u64, u64)> = files
+            .into_iter()
+            .map(|(key, used, id, size)| (resident(&key), used, id, size))
+            .collect();
+        all.sort_unstable();
+        let mut over = over;
+        let victims: Vec<u64> = all
+            .into_iter()
+            .take_while(|&(_, _, _, size)| {
+                let more = over > 0;
+                over = over.saturating_sub(size);
+                more
+            })
+            .map(|(_, _, id, _)| id)
+            .collect();
         self.remove_ids(&victims);
     }
 }
