@@ -456,6 +456,41 @@ async fn a_304_that_changes_vary_files_the_entry_under_the_fields_it_names() {
 }
 
 #[tokio::test]
+async fn a_url_that_starts_to_vary_leaves_no_entry_behind() {
+    let o = Origin::new();
+    o.answers(
+        200,
+        &[("cache-control", "max-age=0"), ("etag", "\"v1\"")],
+        "one",
+    );
+    let c = cache(&o, CacheLayer::new());
+    let phone = [("x-device", "phone")];
+    get(&c, "GET", "/", &phone).await;
+    assert_eq!(c.store().entry_count(), 1);
+    o.answers(
+        304,
+        &[
+            ("cache-control", "max-age=60"),
+            ("etag", "\"v1\""),
+            ("vary", "x-device"),
+        ],
+        "",
+    );
+    let r = get(&c, "GET", "/", &phone).await;
+    assert_eq!(r.cache, Some(CacheStatus::Revalidated));
+    assert_eq!(
+        c.store().entry_count(),
+        1,
+        "the entry filed before the URL had a Vary is gone"
+    );
+    let r = get(&c, "GET", "/", &phone).await;
+    assert_eq!(
+        (r.cache, &r.body[..]),
+        (Some(CacheStatus::Hit), &b"one"[..])
+    );
+}
+
+#[tokio::test]
 async fn the_request_cache_control_is_obeyed_or_ignored_as_configured() {
     let o = Origin::new();
     let c = cache(&o, CacheLayer::new());

@@ -757,6 +757,15 @@ impl ResponseStore {
                     .get_with(VaryKey(key.primary.clone()), Default::default);
                 let mut v = v.lock().unwrap_or_else(|e| e.into_inner());
                 if *v.names != *vary {
+                    if v.names.is_empty() {
+                        // The URL's entry from before it had a `Vary` is filed under 0,
+                        // where no request looks now; it would be found again, head and
+                        // all, once this record was evicted (found in review).
+                        self.inner.map.invalidate(&Key {
+                            primary: key.primary.clone(),
+                            secondary: 0,
+                        });
+                    }
                     dropped(&mut v);
                     v.names = vary.into();
                 }
