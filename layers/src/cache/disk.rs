@@ -52,6 +52,8 @@ pub(crate) struct DiskTier {
     renamed: Mutex<Renamed>,
     /// Set while a sync of the directory waits to start ([`DiskTier::sync_after_removal`]).
     sync_wanted: Arc<std::sync::atomic::AtomicBool>,
+    /// Set while an eviction runs ([`DiskTier::evict`]).
+    evicting: std::sync::atomic::AtomicBool,
 }
 
 /// The ticket of the write last renamed into each file; a write with an older ticket is
@@ -189,6 +191,7 @@ impl DiskTier {
             reading: AtomicU64::new(0),
             renamed: Mutex::default(),
             sync_wanted: Arc::default(),
+            evicting: Default::default(),
         };
         let mut index = Index::default();
         let mut removed = false;
@@ -553,36 +556,73 @@ impl DiskTier {
     /// touch its `used`, so the URLs hot since they were written went first, and all
     /// missed after a restart.
     fn evict(&self, resident: &dyn Fn(&Key) -> bool) {
+        // One eviction at a time: writers finishing together would each make the pass,
+        // and with memory's answers changing between them, evict far below the bound.
+        if self.evicting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        struct Done<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _done = Done(&self.evicting);
         let (files, over) = {
             let g = self.lock();
             if g.bytes <= self.max_bytes {
                 return;
             }
-            let files: Vec<(Key, u64, u64, u64)> = g
+            let files: Vec<(Key, u64, u64, u64, u64)> = g
                 .files
                 .iter()
-                .map(|(&id, m)| (m.key.clone(), m.used, id, m.size))
+                .map(|(&id, m)| (m.key.clone(), m.used, id, m.size, m.written))
                 .collect();
             (files, g.bytes.saturating_sub(self.max_bytes / 10 * 9))
         };
         // The memory store is asked outside the index's lock, which a memory miss on the
         // event loop takes ([`DiskTier::has`]).
-        let mut all: Vec<(bool, u64, u64, u64)> = files
+        let mut all: Vec<(bool, u64, u64, u64, u64)> = files
             .into_iter()
-            .map(|(key, used, id, size)| (resident(&key), used, id, size))
+            .map(|(key, used, id, size, written)| (resident(&key), used, id, size, written))
             .collect();
         all.sort_unstable();
         let mut over = over;
-        let victims: Vec<u64> = all
-            .into_iter()
-            .take_while(|&(_, _, _, size)| {
-                let more = over > 0;
-                over = over.saturating_sub(size);
-                more
-            })
-            .map(|(_, _, id, _)| id)
-            .collect();
-        self.remove_ids(&victims);
+        let victims = all.into_iter().take_while(|&(_, _, _, size, _)| {
+            let more = over > 0;
+            over = over.saturating_sub(size);
+            more
+        });
+        // A file read back or written again since it was listed is not the one chosen:
+        // it stays (found in review: a hot key's new file was evicted).
+        let gone: Vec<(u64, u64)> = {
+            let mut g = self.lock();
+            let mut gone = Vec::new();
+            for (_, used, id, _, written) in victims {
+                let unchanged = g
+                    .files
+                    .get(&id)
+                    .is_some_and(|m| m.used == used && m.written == written);
+                if unchanged && g.remove(id).is_some() {
+                    gone.push((id, written));
+                }
+            }
+            gone
+        };
+        if gone.is_empty() {
+            return;
+        }
+        {
+            // A newer write renamed into the name since stays; `renamed` is held so that
+            // none comes between the check and the unlink.
+            let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
+            for (id, written) in gone {
+                if r.last.get(&id).is_none_or(|&t| t == written) {
+                    let _ = std::fs::remove_file(self.path(id));
+                }
+            }
+        }
+        self.sync_after_removal();
     }
 }
 
@@ -1304,5 +1344,45 @@ mod tests {
         }
         assert!(!t.has(&key("GET http://h/5", 0)));
         assert!(t.has(&key("GET http://h/39", 0)));
+    }
+
+    /// Found in review: memory is asked outside the index's lock, and a file written
+    /// again meanwhile (its key fetched anew) was removed as the old one.
+    #[test]
+    fn a_file_written_again_while_an_eviction_chooses_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 20_000).unwrap();
+        let body = "x".repeat(1000);
+        let oldest = key("GET http://h/0", 0);
+        let mut i = 0;
+        while t.bytes() + 2_000 < 20_000 {
+            t.store(
+                &key(&format!("GET http://h/{i}"), 0),
+                &[],
+                &entry(&body, "max-age=60"),
+                t.ticket(),
+            );
+            i += 1;
+        }
+        let rewritten = std::cell::Cell::new(false);
+        let resident = |k: &Key| {
+            if *k == oldest && !rewritten.replace(true) {
+                t.store(&oldest, &[], &entry("again", "max-age=60"), t.ticket());
+            }
+            false
+        };
+        for j in i..i + 3 {
+            t.store_keeping(
+                &key(&format!("GET http://h/{j}"), 0),
+                &[],
+                &entry(&body, "max-age=60"),
+                t.ticket(),
+                &resident,
+            );
+        }
+        assert!(rewritten.get(), "no eviction ran");
+        assert!(!t.has(&key("GET http://h/1", 0)), "the next oldest went");
+        let (_, e) = t.load(&oldest, Duration::ZERO).expect("the new file stays");
+        assert_eq!(&e.body[..], b"again");
     }
 }
