@@ -488,36 +488,75 @@ impl DiskTier {
     /// Records the removal of `name` (for writes queued before it) and removes the files
     /// `ids` finds.
     fn remove_recorded(&self, name: &str, ids: impl FnOnce(&Index) -> Vec<u64>) -> u64 {
-        let now = self.clock.fetch_add(1, Ordering::Relaxed);
-        let ids = {
-            let mut g = self.lock();
-            if g.removed.len() >= MAX_REMOVED {
-                g.removed.clear();
-                g.forgotten = now;
+        let gone = self.unindex_recorded(name, ids);
+        self.unlink(&gone);
+        gone.len() as u64
+    }
+
+    /// As [`DiskTier::remove_primary`], with the unlinks left to the blocking pool: for
+    /// the event loop when the disk has fallen behind its writes, where an unlink on a
+    /// hung disk (a network mount) would stop the thread and every connection on it. The
+    /// files leave the index at once, so this process never reads them again; a file
+    /// whose unlink a shutdown cancels is an older response of the same key, read back
+    /// after the restart as any stored response is.
+    pub(crate) fn remove_primary_later(self: &Arc<Self>, primary: &str) {
+        let gone = self.unindex_recorded(primary, |g| {
+            g.by_primary.get(primary).cloned().unwrap_or_default()
+        });
+        if gone.is_empty() {
+            return;
+        }
+        let tier = self.clone();
+        let unlink = move || tier.unlink(&gone);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(unlink);
             }
-            g.removed.insert(name.into(), now);
-            ids(&g)
-        };
-        self.remove_ids(&ids)
+            Err(_) => unlink(),
+        }
+    }
+
+    /// Records the removal of `name` and takes the files `ids` finds out of the index;
+    /// each with the write that made it.
+    fn unindex_recorded(
+        &self,
+        name: &str,
+        ids: impl FnOnce(&Index) -> Vec<u64>,
+    ) -> Vec<(u64, u64)> {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.lock();
+        if g.removed.len() >= MAX_REMOVED {
+            g.removed.clear();
+            g.forgotten = now;
+        }
+        g.removed.insert(name.into(), now);
+        let ids = ids(&g);
+        ids.into_iter()
+            .filter_map(|id| g.remove(id).map(|m| (id, m.written)))
+            .collect()
+    }
+
+    /// Unlinks the files of `gone`, taken out of the index, then syncs the directory. A
+    /// file a newer write was renamed into since stays: `renamed` is held so that none
+    /// comes between the check and the unlink.
+    fn unlink(&self, gone: &[(u64, u64)]) {
+        if gone.is_empty() {
+            return;
+        }
+        {
+            let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
+            for &(id, written) in gone {
+                if r.last.get(&id).is_none_or(|&t| t == written) {
+                    let _ = std::fs::remove_file(self.path(id));
+                }
+            }
+        }
+        self.sync_after_removal();
     }
 
     /// The primary keys of the files, for a purge by prefix.
     pub(crate) fn primaries(&self) -> Vec<Arc<str>> {
         self.lock().by_primary.keys().cloned().collect()
-    }
-
-    fn remove_ids(&self, ids: &[u64]) -> u64 {
-        let mut n = 0;
-        for &id in ids {
-            if self.lock().remove(id).is_some() {
-                let _ = std::fs::remove_file(self.path(id));
-                n += 1;
-            }
-        }
-        if n > 0 {
-            self.sync_after_removal();
-        }
-        n
     }
 
     /// An unlink is lost with the power unless the directory is synced: a purged response
@@ -609,20 +648,7 @@ impl DiskTier {
             }
             gone
         };
-        if gone.is_empty() {
-            return;
-        }
-        {
-            // A newer write renamed into the name since stays; `renamed` is held so that
-            // none comes between the check and the unlink.
-            let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
-            for (id, written) in gone {
-                if r.last.get(&id).is_none_or(|&t| t == written) {
-                    let _ = std::fs::remove_file(self.path(id));
-                }
-            }
-        }
-        self.sync_after_removal();
+        self.unlink(&gone);
     }
 }
 
@@ -1344,6 +1370,45 @@ mod tests {
         }
         assert!(!t.has(&key("GET http://h/5", 0)));
         assert!(t.has(&key("GET http://h/39", 0)));
+    }
+
+    #[tokio::test]
+    async fn a_removal_behind_a_slow_disk_unindexes_at_once_and_unlinks_off_the_loop() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
+        let k = key("GET http://h/a", 0);
+        t.store(&k, &[], &entry("old", "max-age=60"), t.ticket());
+        let path = t.path(file_id(&k));
+        assert!(path.exists());
+        t.remove_primary_later(&k.primary);
+        assert!(!t.has(&k), "no read finds it from now on");
+        for _ in 0..500 {
+            if !path.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!path.exists(), "unlinked on the blocking pool");
+        // A write queued before the removal is dropped, as for any removal.
+        let before = t.ticket();
+        t.remove_primary_later(&k.primary);
+        t.store(&k, &[], &entry("queued before", "max-age=60"), before);
+        assert!(!t.has(&k));
+    }
+
+    #[test]
+    fn an_unlink_spares_a_file_a_newer_write_renamed_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        t.store(&k, &[], &entry("old", "max-age=60"), t.ticket());
+        let gone = t.unindex_recorded("other", |_| vec![file_id(&k)]);
+        assert_eq!(gone.len(), 1);
+        // Renamed in (and indexed) before the unlink ran.
+        t.store(&k, &[], &entry("newer", "max-age=60"), t.ticket());
+        t.unlink(&gone);
+        let (_, e) = t.load(&k, Duration::ZERO).expect("the newer file stays");
+        assert_eq!(&e.body[..], b"newer");
     }
 
     /// Found in review: memory is asked outside the index's lock, and a file written

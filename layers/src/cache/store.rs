@@ -704,9 +704,10 @@ impl ResponseStore {
         let (entry, stored) = self.insert_memory(key, vary, entry);
         if let (Some(disk), Some((key, vary)), true) = (disk, disk_copy, stored) {
             let Some(queued) = disk.queue(entry.body.len() as u64) else {
-                // The key's older files go: read back after this entry left memory (or
-                // after a restart), they would bring back what it replaced.
-                disk.remove_primary(&key.primary);
+                // The key's older files go: read back after this entry left memory, they
+                // would bring back what it replaced. Unlinked off the event loop, which
+                // this runs on: the disk is behind, maybe hung.
+                disk.remove_primary_later(&key.primary);
                 self.inner
                     .stats
                     .disk_skipped
