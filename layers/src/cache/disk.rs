@@ -48,12 +48,23 @@ pub(crate) struct DiskTier {
     /// Reads on the blocking pool now, those abandoned by their request included.
     reading: AtomicU64,
     /// Which write each file is, so that an older one finishing later does not replace
-    /// it. Taken by writers only (on the blocking pool), never on the request path.
+    /// it, and an unlink does not remove a newer one. Taken by writers and unlinks: on
+    /// the request path by purges only.
     renamed: Mutex<Renamed>,
+    /// Files out of the index whose unlinks wait on the blocking pool
+    /// ([`DiskTier::remove_primary_later`]): a removal of their keys meanwhile unlinks them
+    /// itself, before it answers.
+    pending: Mutex<Vec<Pending>>,
     /// Set while a sync of the directory waits to start ([`DiskTier::sync_after_removal`]).
     sync_wanted: Arc<std::sync::atomic::AtomicBool>,
     /// Set while an eviction runs ([`DiskTier::evict`]).
     evicting: std::sync::atomic::AtomicBool,
+}
+
+struct Pending {
+    id: u64,
+    written: u64,
+    primary: Arc<str>,
 }
 
 /// The ticket of the write last renamed into each file; a write with an older ticket is
@@ -192,6 +203,7 @@ impl DiskTier {
             renamed: Mutex::default(),
             sync_wanted: Arc::default(),
             evicting: Default::default(),
+            pending: Mutex::default(),
         };
         let mut index = Index::default();
         let mut removed = false;
@@ -403,59 +415,7 @@ impl DiskTier {
             Ok(size)
         });
         match written {
-            Ok(size) => {
-                let used = self.clock.fetch_add(1, Ordering::Relaxed);
-                let mut g = self.lock();
-                if g.removed_since(&key.primary, ticket) {
-                    // Removed while it was being written: the file goes, unless a newer
-                    // write has replaced it since.
-                    drop(g);
-                    let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
-                    // (A clear of the map since leaves none: the file is still this one.)
-                    if r.last.get(&id).is_none_or(|&t| t == ticket) {
-                        let _ = std::fs::remove_file(&path);
-                        drop(r);
-                        self.sync_after_removal();
-                    }
-                    return;
-                }
-                if !vary.is_empty() {
-                    self.varied.store(true, Ordering::Relaxed);
-                }
-                // The URL's files under another Vary go, as memory drops them: left, one
-                // was read back for a request its old Vary names and served in place of
-                // the newer response (found in review).
-                let stale: Vec<u64> = g
-                    .by_primary
-                    .get(&key.primary)
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .filter(|&other| other != id)
-                    .filter(|other| g.files.get(other).is_some_and(|m| m.vary != vary))
-                    .collect();
-                for &other in &stale {
-                    g.remove(other);
-                }
-                g.add(
-                    id,
-                    Meta {
-                        key: key.clone(),
-                        vary: vary.to_vec(),
-                        size,
-                        used,
-                        written: ticket,
-                    },
-                );
-                drop(g);
-                for &other in &stale {
-                    let _ = std::fs::remove_file(self.path(other));
-                }
-                if !stale.is_empty() {
-                    self.sync_after_removal();
-                }
-                self.evict(resident);
-            }
+            Ok(size) => self.index_written(key, vary, id, size, ticket, resident),
             Err(_) => {
                 // A full disk (or a newer write) loses the disk copy only; memory still
                 // has the entry.
@@ -464,11 +424,82 @@ impl DiskTier {
         }
     }
 
+    /// Files the write `ticket` of `key`, renamed into `id`'s file, in the index; then
+    /// evicts. Writes reach this in the order their syncs end, not the order of their
+    /// renames.
+    fn index_written(
+        &self,
+        key: &Key,
+        vary: &[HeaderName],
+        id: u64,
+        size: u64,
+        ticket: u64,
+        resident: &dyn Fn(&Key) -> bool,
+    ) {
+        let path = self.path(id);
+        let used = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.lock();
+        if g.files.get(&id).is_some_and(|m| m.written > ticket) {
+            // A newer write was renamed over this one and indexed first (this one
+            // waited on its sync): indexed now, the file would be listed as the
+            // older write, which an unlink then spares (found in review).
+            return;
+        }
+        if g.removed_since(&key.primary, ticket) {
+            // Removed while it was being written: the file goes, unless a newer
+            // write has replaced it since.
+            drop(g);
+            let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
+            // (After a clear of `last`, a newer write renamed in but not yet indexed
+            // loses its file: a disk copy only, and only past MAX_REMOVED renames.)
+            if r.last.get(&id).is_none_or(|&t| t == ticket) {
+                let _ = std::fs::remove_file(&path);
+                drop(r);
+                self.sync_after_removal();
+            }
+            return;
+        }
+        if !vary.is_empty() {
+            self.varied.store(true, Ordering::Relaxed);
+        }
+        // The URL's files under another Vary go, as memory drops them: left, one
+        // was read back for a request its old Vary names and served in place of
+        // the newer response (found in review).
+        let stale: Vec<u64> = g
+            .by_primary
+            .get(&key.primary)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&other| other != id)
+            .filter(|other| g.files.get(other).is_some_and(|m| m.vary != vary))
+            .collect();
+        let stale: Vec<(u64, u64)> = stale
+            .into_iter()
+            .filter_map(|other| g.remove(other).map(|m| (other, m.written)))
+            .collect();
+        g.add(
+            id,
+            Meta {
+                key: key.clone(),
+                vary: vary.to_vec(),
+                size,
+                used,
+                written: ticket,
+            },
+        );
+        drop(g);
+        self.unlink(&stale);
+        self.evict(resident);
+    }
+
     /// Removes every file filed under `primary`; how many.
     pub(crate) fn remove_primary(&self, primary: &str) -> u64 {
-        self.remove_recorded(primary, |g| {
-            g.by_primary.get(primary).cloned().unwrap_or_default()
-        })
+        self.remove_recorded(
+            primary,
+            |g| g.by_primary.get(primary).cloned().unwrap_or_default(),
+            |p| p == primary,
+        )
     }
 
     /// Removes every file whose primary key starts with `prefix` (a URL and a line feed:
@@ -476,21 +507,44 @@ impl DiskTier {
     /// the directory. Writes of such keys queued before are dropped too, whether or not
     /// they have a file yet ([`Index::removed_since`]).
     pub(crate) fn remove_prefix(&self, prefix: &str) -> u64 {
-        self.remove_recorded(prefix, |g| {
-            g.by_primary
-                .iter()
-                .filter(|(p, _)| p.starts_with(prefix))
-                .flat_map(|(_, ids)| ids.iter().copied())
-                .collect()
-        })
+        self.remove_recorded(
+            prefix,
+            |g| {
+                g.by_primary
+                    .iter()
+                    .filter(|(p, _)| p.starts_with(prefix))
+                    .flat_map(|(_, ids)| ids.iter().copied())
+                    .collect()
+            },
+            |p| p.starts_with(prefix),
+        )
     }
 
     /// Records the removal of `name` (for writes queued before it) and removes the files
-    /// `ids` finds.
-    fn remove_recorded(&self, name: &str, ids: impl FnOnce(&Index) -> Vec<u64>) -> u64 {
-        let gone = self.unindex_recorded(name, ids);
+    /// `ids` finds, and those of primary keys that `pending` matches whose unlinks still
+    /// wait: a purge answers with them gone.
+    fn remove_recorded(
+        &self,
+        name: &str,
+        ids: impl FnOnce(&Index) -> Vec<u64>,
+        pending: impl Fn(&str) -> bool,
+    ) -> u64 {
+        let mut gone = self.unindex_recorded(name, ids);
+        let n = gone.len() as u64;
+        {
+            let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if !p.is_empty() {
+                p.retain(|f| {
+                    let mine = pending(&f.primary);
+                    if mine {
+                        gone.push((f.id, f.written));
+                    }
+                    !mine
+                });
+            }
+        }
         self.unlink(&gone);
-        gone.len() as u64
+        n
     }
 
     /// As [`DiskTier::remove_primary`], with the unlinks left to the blocking pool: for
@@ -506,8 +560,32 @@ impl DiskTier {
         if gone.is_empty() {
             return;
         }
+        let primary: Arc<str> = primary.into();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(gone.iter().map(|&(id, written)| Pending {
+                id,
+                written,
+                primary: primary.clone(),
+            }));
         let tier = self.clone();
-        let unlink = move || tier.unlink(&gone);
+        let unlink = move || {
+            // Those a purge has not unlinked meanwhile.
+            let mine: Vec<(u64, u64)> = {
+                let mut p = tier.pending.lock().unwrap_or_else(|e| e.into_inner());
+                let mut mine = Vec::new();
+                p.retain(|f| {
+                    let is = gone.contains(&(f.id, f.written));
+                    if is {
+                        mine.push((f.id, f.written));
+                    }
+                    !is
+                });
+                mine
+            };
+            tier.unlink(&mine);
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn_blocking(unlink);
@@ -546,7 +624,9 @@ impl DiskTier {
         {
             let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
             for &(id, written) in gone {
-                if r.last.get(&id).is_none_or(|&t| t == written) {
+                // Renamed in, or indexed (after a clear of `last`), since: a newer write.
+                let renamed = r.last.get(&id).is_some_and(|&t| t != written);
+                if !renamed && !self.lock().files.contains_key(&id) {
                     let _ = std::fs::remove_file(self.path(id));
                 }
             }
@@ -597,6 +677,7 @@ impl DiskTier {
     fn evict(&self, resident: &dyn Fn(&Key) -> bool) {
         // One eviction at a time: writers finishing together would each make the pass,
         // and with memory's answers changing between them, evict far below the bound.
+        // Those that return here are seen by the running one's next pass.
         if self.evicting.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -607,10 +688,17 @@ impl DiskTier {
             }
         }
         let _done = Done(&self.evicting);
+        // Passes while one removes something and the tier is still over its bound.
+        while self.evict_pass(resident) {}
+    }
+
+    /// One pass of [`DiskTier::evict`]: whether it removed a file and the tier is still
+    /// over its bound.
+    fn evict_pass(&self, resident: &dyn Fn(&Key) -> bool) -> bool {
         let (files, over) = {
             let g = self.lock();
             if g.bytes <= self.max_bytes {
-                return;
+                return false;
             }
             let files: Vec<(Key, u64, u64, u64, u64)> = g
                 .files
@@ -648,7 +736,9 @@ impl DiskTier {
             }
             gone
         };
+        let removed = !gone.is_empty();
         self.unlink(&gone);
+        removed && self.lock().bytes > self.max_bytes
     }
 }
 
@@ -1406,6 +1496,62 @@ mod tests {
         assert_eq!(gone.len(), 1);
         // Renamed in (and indexed) before the unlink ran.
         t.store(&k, &[], &entry("newer", "max-age=60"), t.ticket());
+        t.unlink(&gone);
+        let (_, e) = t.load(&k, Duration::ZERO).expect("the newer file stays");
+        assert_eq!(&e.body[..], b"newer");
+    }
+
+    /// Found in review: a write that waited on its sync was indexed after a newer one
+    /// renamed over it, listing the newer file as the older write; a purge's unlink then
+    /// spared it, and a restart brought the purged response back.
+    #[test]
+    fn a_write_indexed_after_a_newer_one_leaves_the_newer_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        let older = t.ticket();
+        t.store(&k, &[], &entry("newer", "max-age=60"), t.ticket());
+        let id = file_id(&k);
+        let size = std::fs::metadata(t.path(id)).unwrap().len();
+        t.index_written(&k, &[], id, size, older, &|_| false);
+        assert_eq!(t.remove_primary(&k.primary), 1);
+        assert!(!t.path(id).exists(), "the purged file is gone");
+    }
+
+    #[test]
+    fn a_purge_unlinks_the_files_whose_deferred_unlinks_still_wait() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
+        let k = key("GET http://h/a", 0);
+        t.store(&k, &[], &entry("old", "max-age=60"), t.ticket());
+        let path = t.path(file_id(&k));
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        rt.block_on(async {
+            // The pool's one thread is busy: the deferred unlink waits behind it.
+            let busy = tokio::task::spawn_blocking(move || blocked.recv());
+            t.remove_primary_later(&k.primary);
+            assert!(path.exists(), "its unlink waits");
+            t.remove_primary(&k.primary);
+            assert!(!path.exists(), "the purge unlinked it before answering");
+            release.send(()).unwrap();
+            busy.await.unwrap().unwrap();
+        });
+        assert!(t.pending.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unlink_spares_a_file_indexed_since_after_a_clear() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        t.store(&k, &[], &entry("old", "max-age=60"), t.ticket());
+        let gone = t.unindex_recorded("other", |_| vec![file_id(&k)]);
+        t.store(&k, &[], &entry("newer", "max-age=60"), t.ticket());
+        t.renamed.lock().unwrap().last.clear();
         t.unlink(&gone);
         let (_, e) = t.load(&k, Duration::ZERO).expect("the newer file stays");
         assert_eq!(&e.body[..], b"newer");
