@@ -50,9 +50,8 @@ pub(crate) struct DiskTier {
     /// Which write each file is, so that an older one finishing later does not replace
     /// it. Taken by writers only (on the blocking pool), never on the request path.
     renamed: Mutex<Renamed>,
-    /// Files out of the index whose unlinks wait on the blocking pool
-    /// ([`DiskTier::remove_primary_later`]): a removal of their keys meanwhile unlinks them
-    /// itself, before it answers.
+    /// Files taken out of the index whose unlinks have not ended ([`DiskTier::unindex`]):
+    /// a purge of their keys meanwhile unlinks them itself, before it answers.
     pending: Mutex<Vec<Pending>>,
     /// Set while a sync of the directory waits to start ([`DiskTier::sync_after_removal`]).
     sync_wanted: Arc<std::sync::atomic::AtomicBool>,
@@ -63,6 +62,14 @@ pub(crate) struct DiskTier {
 struct Pending {
     id: u64,
     primary: Arc<str>,
+    batch: u64,
+}
+
+/// Files taken out of the index together, to be unlinked by [`DiskTier::unlink`].
+#[must_use]
+pub(crate) struct Batch {
+    id: u64,
+    files: Vec<u64>,
 }
 
 /// The ticket of the write last renamed into each file; a write with an older ticket is
@@ -318,10 +325,10 @@ impl DiskTier {
             // disk. Left there, it would come back at the next start, past any purge.
             _ => {
                 let mut g = self.lock();
-                if g.files.get(&id).map(|m| m.written) == reading && g.remove(id).is_some() {
+                if g.files.get(&id).map(|m| m.written) == reading {
+                    let batch = self.unindex(&mut g, [id]);
                     drop(g);
-                    let _ = std::fs::remove_file(&path);
-                    self.sync_after_removal();
+                    self.unlink(batch);
                 }
                 None
             }
@@ -472,10 +479,7 @@ impl DiskTier {
             .filter(|&other| other != id)
             .filter(|other| g.files.get(other).is_some_and(|m| m.vary != vary))
             .collect();
-        let stale: Vec<u64> = stale
-            .into_iter()
-            .filter(|&other| g.remove(other).is_some())
-            .collect();
+        let stale = self.unindex(&mut g, stale);
         g.add(
             id,
             Meta {
@@ -487,7 +491,7 @@ impl DiskTier {
             },
         );
         drop(g);
-        self.unlink(&stale);
+        self.unlink(stale);
         self.evict(resident);
     }
 
@@ -519,21 +523,24 @@ impl DiskTier {
     }
 
     /// Records the removal of `name` (for writes queued before it) and removes the files
-    /// `ids` finds, and those of primary keys that `pending` matches whose deferred unlinks
-    /// have not ended: a purge answers with them gone.
+    /// `ids` finds, and those of primary keys that `pending` matches whose unlinks have not
+    /// ended (another removal's, maybe deferred): a purge answers with them gone.
     fn remove_recorded(
         &self,
         name: &str,
         ids: impl FnOnce(&Index) -> Vec<u64>,
         pending: impl Fn(&str) -> bool,
     ) -> u64 {
-        let mut gone = self.unindex_recorded(name, ids, |_| {});
-        let n = gone.len() as u64;
+        let mut batch = self.unindex_recorded(name, ids);
+        let n = batch.files.len() as u64;
         {
             let p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            gone.extend(p.iter().filter(|f| pending(&f.primary)).map(|f| f.id));
+            let others = p
+                .iter()
+                .filter(|f| f.batch != batch.id && pending(&f.primary));
+            batch.files.extend(others.map(|f| f.id));
         }
-        self.unlink(&gone);
+        self.unlink(batch);
         n
     }
 
@@ -541,36 +548,16 @@ impl DiskTier {
     /// the event loop when the disk has fallen behind its writes, where an unlink on a
     /// hung disk (a network mount) would stop the thread and every connection on it. The
     /// files leave the index at once, so this process never reads them again, and stay
-    /// listed as pending until they are unlinked: a purge meanwhile unlinks them itself.
+    /// pending until unlinked: a purge meanwhile unlinks them itself.
     pub(crate) fn remove_primary_later(self: &Arc<Self>, primary: &str) {
-        let primary: Arc<str> = primary.into();
-        let gone = self.unindex_recorded(
-            &primary,
-            |g| g.by_primary.get(&*primary).cloned().unwrap_or_default(),
-            // Listed before the index's lock is let go: a purge finds each file in one or
-            // the other (found in review).
-            |gone| {
-                self.pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .extend(gone.iter().map(|&id| Pending {
-                        id,
-                        primary: primary.clone(),
-                    }));
-            },
-        );
-        if gone.is_empty() {
+        let batch = self.unindex_recorded(primary, |g| {
+            g.by_primary.get(primary).cloned().unwrap_or_default()
+        });
+        if batch.files.is_empty() {
             return;
         }
         let tier = self.clone();
-        let unlink = move || {
-            tier.unlink(&gone);
-            // Only once unlinked: until then a purge unlinks them too, before it answers.
-            tier.pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|f| !gone.contains(&f.id));
-        };
+        let unlink = move || tier.unlink(batch);
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn_blocking(unlink);
@@ -579,14 +566,8 @@ impl DiskTier {
         }
     }
 
-    /// Records the removal of `name` and takes the files `ids` finds out of the index,
-    /// giving them to `also` before the index's lock is let go.
-    fn unindex_recorded(
-        &self,
-        name: &str,
-        ids: impl FnOnce(&Index) -> Vec<u64>,
-        also: impl FnOnce(&[u64]),
-    ) -> Vec<u64> {
+    /// Records the removal of `name` and takes the files `ids` finds out of the index.
+    fn unindex_recorded(&self, name: &str, ids: impl FnOnce(&Index) -> Vec<u64>) -> Batch {
         let now = self.clock.fetch_add(1, Ordering::Relaxed);
         let mut g = self.lock();
         if g.removed.len() >= MAX_REMOVED {
@@ -595,26 +576,46 @@ impl DiskTier {
         }
         g.removed.insert(name.into(), now);
         let ids = ids(&g);
-        let gone: Vec<u64> = ids
-            .into_iter()
-            .filter(|&id| g.remove(id).is_some())
-            .collect();
-        also(&gone);
-        gone
+        self.unindex(&mut g, ids)
     }
 
-    /// Unlinks the files `gone`, taken out of the index, then syncs the directory. Never
-    /// spares one: a newer write renamed into a name meanwhile loses its disk copy (the
-    /// index's entry then finds no file, and goes at its read), where sparing it risked a
-    /// file no index lists, which a restart serves (found in review).
-    fn unlink(&self, gone: &[u64]) {
-        if gone.is_empty() {
+    /// Takes `ids` out of the index `g` (this tier's, held) and lists them as pending until
+    /// [`DiskTier::unlink`] of the batch has ended. Listed before the index's lock is let
+    /// go, so that a purge finds each file in one or the other (found in review: a purge
+    /// between an eviction's removal and its unlink answered with the file on disk).
+    fn unindex(&self, g: &mut Index, ids: impl IntoIterator<Item = u64>) -> Batch {
+        let batch = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut files = Vec::new();
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids {
+            if let Some(m) = g.remove(id) {
+                p.push(Pending {
+                    id,
+                    primary: m.key.primary,
+                    batch,
+                });
+                files.push(id);
+            }
+        }
+        Batch { id: batch, files }
+    }
+
+    /// Unlinks `batch`'s files, syncs the directory, and only then takes them off the
+    /// pending list. Never spares one: a newer write renamed into a name meanwhile loses
+    /// its disk copy (the index's entry then finds no file, and goes at its read), where
+    /// sparing it risked a file no index lists, which a restart serves (found in review).
+    fn unlink(&self, batch: Batch) {
+        if batch.files.is_empty() {
             return;
         }
-        for &id in gone {
+        for &id in &batch.files {
             let _ = std::fs::remove_file(self.path(id));
         }
         self.sync_after_removal();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|f| f.batch != batch.id);
     }
 
     /// The primary keys of the files, for a purge by prefix.
@@ -712,22 +713,20 @@ impl DiskTier {
         });
         // A file read back or written again since it was listed is not the one chosen:
         // it stays (found in review: a hot key's new file was evicted).
-        let gone: Vec<u64> = {
+        let gone = {
             let mut g = self.lock();
-            let mut gone = Vec::new();
-            for (_, used, id, _, written) in victims {
-                let unchanged = g
-                    .files
-                    .get(&id)
-                    .is_some_and(|m| m.used == used && m.written == written);
-                if unchanged && g.remove(id).is_some() {
-                    gone.push(id);
-                }
-            }
-            gone
+            let chosen: Vec<u64> = victims
+                .filter(|&(_, used, id, _, written)| {
+                    g.files
+                        .get(&id)
+                        .is_some_and(|m| m.used == used && m.written == written)
+                })
+                .map(|(_, _, id, _, _)| id)
+                .collect();
+            self.unindex(&mut g, chosen)
         };
-        let removed = !gone.is_empty();
-        self.unlink(&gone);
+        let removed = !gone.files.is_empty();
+        self.unlink(gone);
         removed && self.lock().bytes > self.max_bytes
     }
 }
@@ -1527,6 +1526,29 @@ mod tests {
         );
     }
 
+    /// Found in review: a batch's end took another batch's files of the same name off the
+    /// pending list, so a purge after it found the file in neither place.
+    #[test]
+    fn a_batch_that_ends_leaves_the_others_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        let id = file_id(&k);
+        t.store(&k, &[], &entry("one", "max-age=60"), t.ticket());
+        let first = t.unindex_recorded("x", |_| vec![id]);
+        t.store(&k, &[], &entry("two", "max-age=60"), t.ticket());
+        let second = t.unindex_recorded("y", |_| vec![id]);
+        assert_eq!((first.files.len(), second.files.len()), (1, 1));
+        t.unlink(first);
+        // The second write's file, back as if renamed in before the first unlink ran.
+        std::fs::write(t.path(id), b"still on disk").unwrap();
+        assert_eq!(t.pending.lock().unwrap().len(), 1);
+        t.remove_primary(&k.primary);
+        assert!(!t.path(id).exists(), "the purge unlinked the pending file");
+        t.unlink(second);
+        assert!(t.pending.lock().unwrap().is_empty());
+    }
+
     /// Found in review: an unlink that spared a file a newer write had renamed in could
     /// leave one that no index lists (the newer write's entry evicted, an older write
     /// indexed over it, then purged), which a restart serves.
@@ -1540,9 +1562,9 @@ mod tests {
         let id = file_id(&k);
         let size = std::fs::metadata(t.path(id)).unwrap().len();
         // The newer write's entry taken out (an eviction), then the older write indexed.
-        let gone = t.unindex_recorded("evicted", |_| vec![id], |_| {});
+        let gone = t.unindex_recorded("evicted", |_| vec![id]);
         t.index_written(&k, &[], id, size, older, &|_| false);
-        t.unlink(&gone);
+        t.unlink(gone);
         t.remove_primary(&k.primary);
         assert!(!t.has(&k));
         assert!(!t.path(id).exists(), "a restart would serve it");
