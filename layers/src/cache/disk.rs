@@ -143,14 +143,14 @@ const MAX_REMOVED: usize = 10_000;
 
 impl Index {
     fn add(&mut self, id: u64, meta: Meta) {
-        if let Some(old) = self.files.remove(&id) {
-            self.bytes -= old.size;
-        } else {
-            self.by_primary
-                .entry(meta.key.primary.clone())
-                .or_default()
-                .push(id);
-        }
+        // Through `remove`, also when another key's file had the name (file ids are a
+        // hash, whose collisions can be made): left under that key, a purge of this one
+        // would not find it (found in review).
+        self.remove(id);
+        self.by_primary
+            .entry(meta.key.primary.clone())
+            .or_default()
+            .push(id);
         self.bytes += meta.size;
         self.files.insert(id, meta);
     }
@@ -619,8 +619,16 @@ impl DiskTier {
     }
 
     /// The primary keys of the files, for a purge by prefix.
+    /// Those of files whose unlinks have not ended included: a purge by prefix must reach
+    /// them too (found in review).
     pub(crate) fn primaries(&self) -> Vec<Arc<str>> {
-        self.lock().by_primary.keys().cloned().collect()
+        let g = self.lock();
+        let mut all: Vec<Arc<str>> = g.by_primary.keys().cloned().collect();
+        let p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        all.extend(p.iter().map(|f| f.primary.clone()));
+        all.sort_unstable();
+        all.dedup();
+        all
     }
 
     /// An unlink is lost with the power unless the directory is synced: a purged response
@@ -1524,6 +1532,39 @@ mod tests {
             t.pending.lock().unwrap().is_empty(),
             "the deferred unlink ended"
         );
+    }
+
+    #[test]
+    fn a_purge_by_prefix_sees_the_files_whose_unlinks_have_not_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        t.store(&k, &[], &entry("one", "max-age=60"), t.ticket());
+        let pending = t.unindex_recorded("evicted", |_| vec![file_id(&k)]);
+        assert!(t.primaries().contains(&k.primary));
+        t.unlink(pending);
+        assert!(t.primaries().is_empty());
+    }
+
+    /// File ids are a hash, whose collisions can be made: the name goes to the newer key.
+    #[test]
+    fn a_file_name_another_key_had_is_filed_under_the_newer_key() {
+        let meta = |p: &str| Meta {
+            key: key(p, 0),
+            vary: Vec::new(),
+            size: 10,
+            used: 1,
+            written: 1,
+        };
+        let mut g = Index::default();
+        g.add(7, meta("GET http://h/a"));
+        g.add(7, meta("GET http://h/b"));
+        assert!(!g.by_primary.contains_key("GET http://h/a"));
+        assert_eq!(g.by_primary["GET http://h/b"], vec![7]);
+        assert_eq!(g.bytes, 10);
+        assert!(g.remove(7).is_some());
+        assert!(g.by_primary.is_empty());
+        assert_eq!(g.bytes, 0);
     }
 
     /// Found in review: a batch's end took another batch's files of the same name off the
