@@ -619,6 +619,16 @@ impl DiskTier {
     }
 
     /// The primary keys of the files, for a purge by prefix.
+    /// Every write decided before now is dropped when it ends, whatever its key: for a
+    /// purge by a prefix of keys, which [`Index::removed_since`] cannot match by name. A
+    /// write under way for a key memory did not keep is found by no listing (found in
+    /// review); the writes of other keys lose their disk copies only.
+    pub(crate) fn drop_queued(&self) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.lock();
+        g.forgotten = g.forgotten.max(now);
+    }
+
     /// Those of files whose unlinks have not ended included: a purge by prefix must reach
     /// them too (found in review).
     pub(crate) fn primaries(&self) -> Vec<Arc<str>> {
@@ -1504,6 +1514,7 @@ mod tests {
     fn a_purge_unlinks_the_files_whose_deferred_unlinks_still_wait() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .max_blocking_threads(1)
+            .enable_time()
             .build()
             .unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -1565,6 +1576,20 @@ mod tests {
         assert!(g.remove(7).is_some());
         assert!(g.by_primary.is_empty());
         assert_eq!(g.bytes, 0);
+    }
+
+    #[test]
+    fn writes_decided_before_a_purge_by_prefix_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        let before = t.ticket();
+        t.drop_queued();
+        t.store(&k, &[], &entry("queued before", "max-age=60"), before);
+        assert!(!t.has(&k));
+        assert!(!t.path(file_id(&k)).exists());
+        t.store(&k, &[], &entry("after", "max-age=60"), t.ticket());
+        assert!(t.has(&k));
     }
 
     /// Found in review: a batch's end took another batch's files of the same name off the

@@ -831,12 +831,24 @@ impl ResponseStore {
     /// record: found in review). A walk over the whole store: for the admin listener, not
     /// the request path.
     pub fn purge(&self, primary: &str) -> u64 {
-        self.purge_where(|p| p == primary)
+        let n = self.purge_where(|p| p == primary);
+        // Recorded on disk whatever was found: a write of the key under way, its entry
+        // not kept by memory, is listed nowhere, and is dropped when it ends (found in
+        // review).
+        n + self
+            .inner
+            .disk
+            .as_ref()
+            .map_or(0, |d| d.remove_primary(primary))
     }
 
     /// Removes every entry whose primary key starts with `prefix`, as [`purge`](Self::purge)
     /// does; how many there were.
     pub fn purge_prefix(&self, prefix: &str) -> u64 {
+        if let Some(d) = &self.inner.disk {
+            // Before the listing: a write under way that it misses is dropped at its end.
+            d.drop_queued();
+        }
         self.purge_where(|p| p.starts_with(prefix))
     }
 
