@@ -1493,18 +1493,26 @@ mod tests {
         assert!(!t.has(&k));
     }
 
+    /// A tier whose `GET http://h/a` a newer write has filed, and an older write of it,
+    /// renamed before, still to be indexed: the key, the file's id and size, and the
+    /// older write's ticket.
+    fn older_write_to_index(dir: &Path) -> (DiskTier, Key, u64, u64, u64) {
+        let t = DiskTier::open(dir, 1 << 20).unwrap();
+        let k = key("GET http://h/a", 0);
+        let older = t.ticket();
+        t.store(&k, &[], &entry("newer", "max-age=60"), t.ticket());
+        let id = file_id(&k);
+        let size = std::fs::metadata(t.path(id)).unwrap().len();
+        (t, k, id, size, older)
+    }
+
     /// Found in review: a write that waited on its sync was indexed after a newer one
     /// renamed over it, listing the newer file as the older write; a purge's unlink then
     /// spared it, and a restart brought the purged response back.
     #[test]
     fn a_write_indexed_after_a_newer_one_leaves_the_newer_listed() {
         let dir = tempfile::tempdir().unwrap();
-        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
-        let k = key("GET http://h/a", 0);
-        let older = t.ticket();
-        t.store(&k, &[], &entry("newer", "max-age=60"), t.ticket());
-        let id = file_id(&k);
-        let size = std::fs::metadata(t.path(id)).unwrap().len();
+        let (t, k, id, size, older) = older_write_to_index(dir.path());
         t.index_written(&k, &[], id, size, older, &|_| false);
         assert_eq!(t.remove_primary(&k.primary), 1);
         assert!(!t.path(id).exists(), "the purged file is gone");
@@ -1621,12 +1629,7 @@ mod tests {
     #[test]
     fn no_removal_leaves_a_file_the_index_does_not_list() {
         let dir = tempfile::tempdir().unwrap();
-        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
-        let k = key("GET http://h/a", 0);
-        let older = t.ticket();
-        t.store(&k, &[], &entry("newer", "max-age=60"), t.ticket());
-        let id = file_id(&k);
-        let size = std::fs::metadata(t.path(id)).unwrap().len();
+        let (t, k, id, size, older) = older_write_to_index(dir.path());
         // The newer write's entry taken out (an eviction), then the older write indexed.
         let gone = t.unindex_recorded("evicted", |_| vec![id]);
         t.index_written(&k, &[], id, size, older, &|_| false);
