@@ -58,8 +58,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" > /dev/null
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
-# With HTTP/3 (bench's h3-* scenarios): an oha built without it is replaced.
-if ! command -v oha > /dev/null || ! oha --help | grep -q 'Available values 0.9, 1.0, 1.1, 2, 3'; then
+# With HTTP/3 (bench's h3-* scenarios): an oha built without it is replaced. Its help
+# lists HTTP/3 either way; only a run says (seen with oha 1.16.0 built without the feature).
+oha_h3=missing
+if command -v oha > /dev/null; then
+  oha_said=$(timeout 5 oha -n 1 --no-tui --http-version 3 https://127.0.0.1:9/ 2>&1 || true)
+  case "$oha_said" in
+    *"not been built with HTTP/3"*) ;;
+    *) oha_h3=yes ;;
+  esac
+fi
+if [ "$oha_h3" != yes ]; then
   echo "== installing oha with HTTP/3 (a few minutes)"
   cargo install oha --locked --quiet --force --features http3
 fi
