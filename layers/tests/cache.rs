@@ -671,6 +671,49 @@ async fn an_unsafe_method_that_succeeds_invalidates_its_target_and_location() {
     );
 }
 
+/// With a disk tier, the target's file goes too: out of the index before the response
+/// is answered (so no read brings it back), off the disk soon after (so a restart does
+/// not), unlinked on the blocking pool rather than on the event loop.
+#[tokio::test]
+async fn an_unsafe_methods_success_removes_the_disk_copy_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::new();
+    o.answers(200, &[("cache-control", "max-age=600")], "stored");
+    let c = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
+    get(&c, "GET", "/p", &[]).await;
+    let entries = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "entry"))
+            })
+            .count()
+    };
+    for _ in 0..500 {
+        if entries() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(entries(), 1);
+    o.answers(204, &[], "");
+    get(&c, "DELETE", "/p", &[]).await;
+    assert_eq!(c.store().disk_usage().map(|(_, f)| f), Some(0));
+    for _ in 0..500 {
+        if entries() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(entries(), 0, "unlinked");
+    o.answers(200, &[("cache-control", "max-age=600")], "new");
+    let again = cache(&o, CacheLayer::new().disk(dir.path(), 1 << 20).unwrap());
+    let r = get(&again, "GET", "/p", &[]).await;
+    assert_eq!(r.cache, Some(CacheStatus::Miss));
+    assert_eq!(&r.body[..], b"new");
+}
+
 #[tokio::test]
 async fn head_ranges_and_conditions_are_answered_from_a_stored_get() {
     let o = Origin::new();

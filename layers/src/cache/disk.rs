@@ -6,6 +6,7 @@
 //! name and renamed, so a crash leaves no half-written entry under a real name; a file
 //! that does not parse is removed when the directory is read.
 
+use super::lane::{Lane, Unrun};
 use super::policy::Exchange;
 use super::store::{Entry, Key};
 use bytes::Bytes;
@@ -57,6 +58,13 @@ pub(crate) struct DiskTier {
     sync_wanted: Arc<std::sync::atomic::AtomicBool>,
     /// Set while an eviction runs ([`DiskTier::evict`]).
     evicting: std::sync::atomic::AtomicBool,
+    /// The unlinks the event loop leaves to the blocking pool ([`DiskTier::unlink_later`])
+    /// and the syncs after removals, one at a time: a hung disk holds one thread of the
+    /// pool for them, not one per POST. Bounded by the index: each file was taken out of it to be queued, and no
+    /// write is indexed while the disk hangs.
+    unlinks: Arc<Lane>,
+    /// The writes ([`DiskTier::write_later`]), at most [`MAX_WRITING`] at once.
+    writes: Arc<Lane>,
 }
 
 struct Pending {
@@ -90,6 +98,12 @@ const MAX_QUEUED_BYTES: u64 = 64 << 20;
 /// blocking-pool thread until the disk returns: past this many, a memory miss goes
 /// upstream without reading, rather than take every thread of the pool.
 const MAX_READING: u64 = 64;
+
+/// Writes on the blocking pool at once. Each ends with a sync of the directory, which
+/// the file system can share among those under way; past this many they wait their turn
+/// (bounded by [`MAX_QUEUED_BYTES`]), so that a hung disk holds this many threads of the
+/// pool and not the whole pool.
+const MAX_WRITING: usize = 16;
 
 /// A read under way ([`DiskTier::begin_read`]), until dropped.
 pub(crate) struct Reading(Arc<DiskTier>);
@@ -130,7 +144,7 @@ impl Index {
     /// Whether a write of `primary` queued at `ticket` was overtaken by a removal.
     fn removed_since(&self, primary: &str, ticket: u64) -> bool {
         let after = |k: &str| self.removed.get(k).is_some_and(|&t| t > ticket);
-        // A key with fields or cookies is also removed with its URL ([`DiskTier::remove_prefix`]).
+        // A key with fields or cookies is also removed with its URL ([`DiskTier::remove_prefix_later`]).
         ticket < self.forgotten
             || after(primary)
             || primary.find('\n').is_some_and(|i| after(&primary[..=i]))
@@ -209,6 +223,8 @@ impl DiskTier {
             sync_wanted: Arc::default(),
             evicting: Default::default(),
             pending: Mutex::default(),
+            unlinks: Lane::new(1, Unrun::RunHere),
+            writes: Lane::new(MAX_WRITING, Unrun::Wait),
         };
         let mut index = Index::default();
         let mut removed = false;
@@ -504,24 +520,6 @@ impl DiskTier {
         )
     }
 
-    /// Removes every file whose primary key starts with `prefix` (a URL and a line feed:
-    /// its keys with fields or cookies); how many. A walk of the index (in memory), not of
-    /// the directory. Writes of such keys queued before are dropped too, whether or not
-    /// they have a file yet ([`Index::removed_since`]).
-    pub(crate) fn remove_prefix(&self, prefix: &str) -> u64 {
-        self.remove_recorded(
-            prefix,
-            |g| {
-                g.by_primary
-                    .iter()
-                    .filter(|(p, _)| p.starts_with(prefix))
-                    .flat_map(|(_, ids)| ids.iter().copied())
-                    .collect()
-            },
-            |p| p.starts_with(prefix),
-        )
-    }
-
     /// Records the removal of `name` (for writes queued before it) and removes the files
     /// `ids` finds, and those of primary keys that `pending` matches whose unlinks have not
     /// ended (another removal's, maybe deferred): a purge answers with them gone.
@@ -544,26 +542,52 @@ impl DiskTier {
         n
     }
 
-    /// As [`DiskTier::remove_primary`], with the unlinks left to the blocking pool: for
-    /// the event loop when the disk has fallen behind its writes, where an unlink on a
-    /// hung disk (a network mount) would stop the thread and every connection on it. The
-    /// files leave the index at once, so this process never reads them again, and stay
-    /// pending until unlinked: a purge meanwhile unlinks them itself.
-    pub(crate) fn remove_primary_later(self: &Arc<Self>, primary: &str) {
+    /// As [`DiskTier::remove_primary`], with the unlinks left to the blocking pool
+    /// ([`DiskTier::unlink_later`]): for the event loop, where an unlink on a hung disk (a
+    /// network mount) would stop the thread and every connection on it.
+    pub(crate) fn remove_primary_later(self: &Arc<Self>, primary: &str) -> u64 {
         let batch = self.unindex_recorded(primary, |g| {
             g.by_primary.get(primary).cloned().unwrap_or_default()
         });
+        let n = batch.files.len() as u64;
+        self.unlink_later(batch);
+        n
+    }
+
+    /// Removes every file whose primary key starts with `prefix` (a URL and a line feed:
+    /// its keys with fields or cookies); how many. A walk of the index (in memory), not of
+    /// the directory. Writes of such keys queued before are dropped too, whether or not
+    /// they have a file yet ([`Index::removed_since`]). The files leave the index now and
+    /// are unlinked as [`DiskTier::remove_primary_later`]'s: a URL's removal is the event
+    /// loop's (an unsafe method's success).
+    pub(crate) fn remove_prefix_later(self: &Arc<Self>, prefix: &str) -> u64 {
+        let batch = self.unindex_recorded(prefix, |g| {
+            g.by_primary
+                .iter()
+                .filter(|(p, _)| p.starts_with(prefix))
+                .flat_map(|(_, ids)| ids.iter().copied())
+                .collect()
+        });
+        let n = batch.files.len() as u64;
+        self.unlink_later(batch);
+        n
+    }
+
+    /// Unlinks `batch` on the blocking pool, after the batches queued before it, one at a
+    /// time. Its files left the index already, so this process never reads them again,
+    /// and stay pending until unlinked: a purge meanwhile unlinks them itself.
+    fn unlink_later(self: &Arc<Self>, batch: Batch) {
         if batch.files.is_empty() {
             return;
         }
         let tier = self.clone();
-        let unlink = move || tier.unlink(batch);
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                rt.spawn_blocking(unlink);
-            }
-            Err(_) => unlink(),
-        }
+        self.unlinks.run(move || tier.unlink(batch));
+    }
+
+    /// Runs `write` (a [`DiskTier::store_keeping`]) on the blocking pool, in turn with the
+    /// other writes.
+    pub(crate) fn write_later(&self, write: impl FnOnce() + Send + 'static) {
+        self.writes.run(write);
     }
 
     /// Records the removal of `name` and takes the files `ids` finds out of the index.
@@ -601,15 +625,24 @@ impl DiskTier {
     }
 
     /// Unlinks `batch`'s files, syncs the directory, and only then takes them off the
-    /// pending list. Never spares one: a newer write renamed into a name meanwhile loses
-    /// its disk copy (the index's entry then finds no file, and goes at its read), where
-    /// sparing it risked a file no index lists, which a restart serves (found in review).
+    /// pending list. Spares only a file a write decided after the removal has renamed
+    /// into the name since (a GET right after the POST whose removal waited on the pool):
+    /// that write's own indexing files it, or unlinks it if a later removal overtook it
+    /// ([`DiskTier::index_written`]), so it is never a file no index lists, which a
+    /// restart would serve (found in review, when older writes were spared too). Under
+    /// the lock renames take, so that none lands between the check and the unlink.
     fn unlink(&self, batch: Batch) {
         if batch.files.is_empty() {
             return;
         }
-        for &id in &batch.files {
-            let _ = std::fs::remove_file(self.path(id));
+        {
+            let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
+            for &id in &batch.files {
+                if r.last.get(&id).is_some_and(|&t| t > batch.id) {
+                    continue;
+                }
+                let _ = std::fs::remove_file(self.path(id));
+            }
         }
         self.sync_after_removal();
         self.pending
@@ -642,26 +675,20 @@ impl DiskTier {
     }
 
     /// An unlink is lost with the power unless the directory is synced: a purged response
-    /// would be back after the restart. Off the event loop, which a purge or an unsafe
-    /// method's success may run this on (this process no longer reads the files either
-    /// way), and at most one sync waiting for the pool: on a disk that stopped answering,
-    /// removals must not take every thread of it.
+    /// would be back after the restart. On the unlinks' lane, after those queued (a purge
+    /// may run this on the event loop, and this process no longer reads the files either
+    /// way), and at most one waiting there: on a disk that stopped answering, one sync
+    /// hangs and the next waits, rather than one per removal taking a thread each.
     fn sync_after_removal(&self) {
         if self.sync_wanted.swap(true, Ordering::AcqRel) {
             // One is waiting to start, and will see this unlink.
             return;
         }
         let (dir, wanted) = (self.dir.clone(), self.sync_wanted.clone());
-        let sync = move || {
+        self.unlinks.run(move || {
             wanted.store(false, Ordering::Release);
             let _ = sync_dir(&dir);
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                rt.spawn_blocking(sync);
-            }
-            Err(_) => sync(),
-        }
+        });
     }
 
     pub(crate) fn bytes(&self) -> u64 {
@@ -1241,7 +1268,7 @@ mod tests {
     #[test]
     fn a_urls_removal_drops_the_keyed_writes_queued_before_it() {
         let dir = tempfile::tempdir().unwrap();
-        let t = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
         let before = t.ticket();
         t.store(
             &key("GET http://h/a\nx:1", 0),
@@ -1250,7 +1277,7 @@ mod tests {
             t.ticket(),
         );
         assert_eq!(t.files(), 1);
-        assert_eq!(t.remove_prefix("GET http://h/a\n"), 1);
+        assert_eq!(t.remove_prefix_later("GET http://h/a\n"), 1);
         for k in ["GET http://h/a\nx:1", "GET http://h/a\nx:2"] {
             t.store(&key(k, 0), &[], &entry("x", "max-age=60"), before);
         }
@@ -1551,6 +1578,137 @@ mod tests {
             t.pending.lock().unwrap().is_empty(),
             "the deferred unlink ended"
         );
+    }
+
+    /// The event loop's removals (an unsafe method's success) take the files out of the
+    /// index at once and leave their unlinks to one task on the blocking pool: on a hung
+    /// disk they wait there, queued, rather than stop the thread or take a pool thread
+    /// each.
+    #[test]
+    fn the_event_loops_removals_wait_for_the_pool_in_one_queue() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
+        let keys: Vec<Key> = (0..4)
+            .map(|i| key(&format!("GET http://h/{i}\nx:1"), 0))
+            .collect();
+        for k in &keys {
+            t.store(k, &[], &entry("old", "max-age=60"), t.ticket());
+        }
+        let paths: Vec<PathBuf> = keys.iter().map(|k| t.path(file_id(k))).collect();
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        rt.block_on(async {
+            // The pool's one thread is busy, as on a hung disk.
+            let busy = tokio::task::spawn_blocking(move || blocked.recv());
+            assert_eq!(t.remove_primary_later(&keys[0].primary), 1);
+            assert_eq!(t.remove_prefix_later("GET http://h/1\n"), 1);
+            assert_eq!(t.remove_primary_later(&keys[2].primary), 1);
+            assert!(paths.iter().all(|p| p.exists()), "no unlink ran here");
+            assert!(!t.has(&keys[0]) && !t.has(&keys[1]) && !t.has(&keys[2]));
+            assert!(t.has(&keys[3]));
+            assert_eq!(t.unlinks.queued(), 3, "queued, for one task");
+            release.send(()).unwrap();
+            busy.await.unwrap().unwrap();
+            let idle = || t.unlinks.idle() && t.pending.lock().unwrap().is_empty();
+            for _ in 0..500 {
+                if idle() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(idle(), "the task ended");
+            // One queued after the task ended is unlinked by a new one.
+            assert_eq!(t.remove_primary_later(&keys[3].primary), 1);
+            for _ in 0..500 {
+                if idle() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        assert!(t.pending.lock().unwrap().is_empty(), "every unlink ended");
+        assert!(paths.iter().all(|p| !p.exists()), "every file is gone");
+    }
+
+    /// On a hung disk, the syncs after removals wait in the unlinks' lane, one queued
+    /// however many removals come (each took a thread of the pool before).
+    #[test]
+    fn a_hung_sync_holds_one_thread_and_one_waits() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
+        let keys: Vec<Key> = (0..10)
+            .map(|i| key(&format!("GET http://h/{i}"), 0))
+            .collect();
+        for k in &keys {
+            t.store(k, &[], &entry("x", "max-age=60"), t.ticket());
+        }
+        let (release, hung) = std::sync::mpsc::channel::<()>();
+        rt.block_on(async {
+            // The lane's one thread hangs, as on a sync of a hung disk.
+            t.unlinks.run(move || {
+                let _ = hung.recv();
+            });
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            for k in &keys {
+                assert_eq!(t.remove_primary(&k.primary), 1);
+            }
+            assert_eq!(t.unlinks.queued(), 1, "one sync waits for them all");
+            release.send(()).unwrap();
+            for _ in 0..500 {
+                if t.unlinks.idle() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        assert!(t.unlinks.idle());
+        assert!(!t.sync_wanted.load(Ordering::Acquire), "the sync ran");
+    }
+
+    /// A write decided after a removal whose unlink still waits (a GET right after the
+    /// POST) keeps its file: found in review, when the waiting unlink took it.
+    #[test]
+    fn a_waiting_unlink_spares_a_newer_write_of_the_name() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
+        let k = key("GET http://h/a", 0);
+        t.store(&k, &[], &entry("before the POST", "max-age=60"), t.ticket());
+        let path = t.path(file_id(&k));
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        rt.block_on(async {
+            let busy = tokio::task::spawn_blocking(move || blocked.recv());
+            t.remove_primary_later(&k.primary);
+            t.store(&k, &[], &entry("after the POST", "max-age=60"), t.ticket());
+            release.send(()).unwrap();
+            busy.await.unwrap().unwrap();
+            for _ in 0..500 {
+                if t.unlinks.idle() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        assert!(t.unlinks.idle());
+        assert!(
+            t.has(&k) && path.exists(),
+            "the newer file stays, and is listed"
+        );
+        let again = DiskTier::open(dir.path(), 1 << 20).unwrap();
+        let (_, e) = again.load(&k, Duration::ZERO).unwrap();
+        assert_eq!(&e.body[..], b"after the POST");
     }
 
     #[test]

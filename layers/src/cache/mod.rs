@@ -72,6 +72,7 @@ mod body;
 mod disk;
 mod future;
 mod key;
+mod lane;
 mod layer;
 pub mod policy;
 mod service;

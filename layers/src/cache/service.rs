@@ -871,7 +871,7 @@ where
         res.status().is_success() || res.status().is_redirection(),
     ) {
         s.store
-            .invalidate(&key::primary(&r, r.headers().get(HOST), &s.parts));
+            .invalidate_later(&key::primary(&r, r.headers().get(HOST), &s.parts));
         // With fields or cookies in the keys, the URL's entries under other values go too:
         // §4.4 invalidates the URI, not this client's variant of it.
         let keyed = !s.parts.headers.is_empty() || !s.parts.cookies.is_empty();
@@ -882,7 +882,8 @@ where
         }
         for name in [LOCATION, CONTENT_LOCATION] {
             if let Some(target) = res.headers().get(name).and_then(|v| same_host(&r, v)) {
-                s.store.invalidate(&key::primary_for(&r, &target, &s.parts));
+                s.store
+                    .invalidate_later(&key::primary_for(&r, &target, &s.parts));
                 if keyed {
                     s.store
                         .invalidate_url(&key::primary_for(&r, &target, &bare));

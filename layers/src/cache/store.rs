@@ -385,6 +385,14 @@ impl Drop for Flight {
     }
 }
 
+/// When a removal's disk files are unlinked: before it returns (a purge, which answers
+/// with them gone), or on the blocking pool (the event loop's removals).
+#[derive(Clone, Copy)]
+enum Unlink {
+    Now,
+    Later,
+}
+
 /// [`ResponseStore::join`]'s answer.
 pub(crate) enum Joined {
     Lead(Flight),
@@ -604,9 +612,9 @@ impl ResponseStore {
         self.inner.any_invalidated.store(true, Ordering::Release);
         drop(g);
         // The record is this process's only: the files go, or a restart would bring them
-        // back.
+        // back. Unlinked on the blocking pool: this runs on the event loop.
         if let Some(d) = &self.inner.disk {
-            d.remove_prefix(&format!("{url}\n"));
+            d.remove_prefix_later(&format!("{url}\n"));
         }
     }
 
@@ -717,16 +725,11 @@ impl ResponseStore {
             let e = entry.clone();
             let ticket = disk.ticket();
             let map = self.inner.map.clone();
-            let write = move || {
-                disk.store_keeping(&key, &vary, &e, ticket, &|k| map.contains_key(k));
+            let tier = disk.clone();
+            disk.write_later(move || {
+                tier.store_keeping(&key, &vary, &e, ticket, &|k| map.contains_key(k));
                 drop(queued);
-            };
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    rt.spawn_blocking(write);
-                }
-                Err(_) => write(),
-            }
+            });
         }
         entry
     }
@@ -793,12 +796,24 @@ impl ResponseStore {
     pub(crate) fn remove(&self, key: &Key) {
         self.inner.map.invalidate(key);
         if let Some(d) = &self.inner.disk {
-            d.remove_primary(&key.primary);
+            d.remove_primary_later(&key.primary);
         }
     }
 
-    /// Removes every variant stored under `primary`; how many there were.
+    /// Removes every variant stored under `primary`; how many there were. The disk tier's
+    /// files are unlinked before it returns.
     pub fn invalidate(&self, primary: &str) -> u64 {
+        self.invalidate_in(primary, Unlink::Now)
+    }
+
+    /// As [`invalidate`](Self::invalidate), for the request path: the disk tier's files
+    /// leave its index at once and are unlinked on the blocking pool, where a hung disk
+    /// stops no connection.
+    pub(crate) fn invalidate_later(&self, primary: &str) -> u64 {
+        self.invalidate_in(primary, Unlink::Later)
+    }
+
+    fn invalidate_in(&self, primary: &str, unlink: Unlink) -> u64 {
         let primary: Arc<str> = primary.into();
         let mut secondaries = vec![0];
         if self.inner.any_vary.load(Ordering::Relaxed) {
@@ -819,7 +834,10 @@ impl ResponseStore {
         }
         if let Some(d) = &self.inner.disk {
             // Entries on disk only (not read back since a restart) count too.
-            n = n.max(d.remove_primary(&primary));
+            n = n.max(match unlink {
+                Unlink::Now => d.remove_primary(&primary),
+                Unlink::Later => d.remove_primary_later(&primary),
+            });
         }
         self.inner.stats.invalidated.fetch_add(n, Ordering::Relaxed);
         n
@@ -831,15 +849,10 @@ impl ResponseStore {
     /// record: found in review). A walk over the whole store: for the admin listener, not
     /// the request path.
     pub fn purge(&self, primary: &str) -> u64 {
-        let n = self.purge_where(|p| p == primary);
-        // Recorded on disk whatever was found: a write of the key under way, its entry
-        // not kept by memory, is listed nowhere, and is dropped when it ends (found in
-        // review).
-        n + self
-            .inner
-            .disk
-            .as_ref()
-            .map_or(0, |d| d.remove_primary(primary))
+        // Invalidated whatever was found, which records it on disk: a write of the key
+        // under way, its entry not kept by memory, is listed nowhere, and is dropped when
+        // it ends (found in review).
+        self.purge_where(|p| p == primary, Some(primary))
     }
 
     /// Removes every entry whose primary key starts with `prefix`, as [`purge`](Self::purge)
@@ -849,12 +862,13 @@ impl ResponseStore {
             // Before the listing: a write under way that it misses is dropped at its end.
             d.drop_queued();
         }
-        self.purge_where(|p| p.starts_with(prefix))
+        self.purge_where(|p| p.starts_with(prefix), None)
     }
 
-    fn purge_where(&self, matches: impl Fn(&str) -> bool) -> u64 {
+    /// Invalidates every primary key `matches` finds in memory or on disk, and `also`.
+    fn purge_where(&self, matches: impl Fn(&str) -> bool, also: Option<&str>) -> u64 {
         let mut keys: Vec<Key> = Vec::new();
-        let mut primaries: Vec<Arc<str>> = Vec::new();
+        let mut primaries: Vec<Arc<str>> = also.map(Arc::from).into_iter().collect();
         for (k, _) in self.inner.map.iter().filter(|(k, _)| matches(&k.primary)) {
             primaries.push(k.primary.clone());
             keys.push(Key::clone(&k));
