@@ -276,17 +276,36 @@ fn purge(caches: &[crate::router::RouteCaches], query: Option<&str>) -> http::Re
 
 fn router<S: ServerView>(shared: Arc<S>, auth: Arc<ReloadAuth>) -> Router {
     let for_reload = shared.clone();
-    let for_purge = (shared.clone(), auth.clone());
+    // One purge on the pool at a time: on a hung disk, the others wait here, each holding
+    // an admin connection (bounded) rather than a thread.
+    let purging = Arc::new(tokio::sync::Semaphore::new(1));
+    let for_purge = (shared.clone(), auth.clone(), purging);
     Router::new()
         .route(
             "/cache/purge",
             axum::routing::post(move |headers: HeaderMap, uri: http::Uri| {
-                let (shared, auth) = for_purge.clone();
+                let (shared, auth, purging) = for_purge.clone();
                 async move {
                     if let Some(refused) = refusal(&auth, &headers, "purge") {
                         return refused;
                     }
-                    purge(&shared.caches(), uri.query())
+                    // On the blocking pool: a purge unlinks files before it answers, and
+                    // on a hung disk that waits, which here would stop every admin
+                    // connection (`/healthz`, `/metrics`) with it. The permit goes with
+                    // the purge, which runs on if its client leaves.
+                    let Ok(permit) = purging.acquire_owned().await else {
+                        return plain(StatusCode::SERVICE_UNAVAILABLE, "purges are closed\n");
+                    };
+                    let caches = shared.caches();
+                    let query = uri.query().map(str::to_owned);
+                    tokio::task::spawn_blocking(move || {
+                        let _permit = permit;
+                        purge(&caches, query.as_deref())
+                    })
+                    .await
+                    .unwrap_or_else(|_| {
+                        plain(StatusCode::INTERNAL_SERVER_ERROR, "the purge failed\n")
+                    })
                 }
             }),
         )
