@@ -130,6 +130,10 @@ impl Drop for Queued {
 struct Index {
     files: HashMap<u64, Meta>,
     by_primary: HashMap<Arc<str>, Vec<u64>>,
+    /// The primary keys with fields or cookies in `by_primary`, by their URL and line feed
+    /// ([`DiskTier::remove_keyed_later`]): an unsafe method's success, which any client can
+    /// send, finds its URL's keys without a walk of the index on the event loop.
+    keyed: HashMap<Arc<str>, Vec<Arc<str>>>,
     bytes: u64,
     /// When each primary key was last removed: a write queued before that is dropped,
     /// so a purge is not undone by a write still on the blocking pool.
@@ -144,7 +148,7 @@ impl Index {
     /// Whether a write of `primary` queued at `ticket` was overtaken by a removal.
     fn removed_since(&self, primary: &str, ticket: u64) -> bool {
         let after = |k: &str| self.removed.get(k).is_some_and(|&t| t > ticket);
-        // A key with fields or cookies is also removed with its URL ([`DiskTier::remove_prefix_later`]).
+        // A key with fields or cookies is also removed with its URL ([`DiskTier::remove_keyed_later`]).
         ticket < self.forgotten
             || after(primary)
             || primary.find('\n').is_some_and(|i| after(&primary[..=i]))
@@ -161,10 +165,16 @@ impl Index {
         // hash, whose collisions can be made): left under that key, a purge of this one
         // would not find it (found in review).
         self.remove(id);
-        self.by_primary
-            .entry(meta.key.primary.clone())
-            .or_default()
-            .push(id);
+        let ids = self.by_primary.entry(meta.key.primary.clone()).or_default();
+        if ids.is_empty() {
+            if let Some(url) = url_of(&meta.key.primary) {
+                self.keyed
+                    .entry(url.into())
+                    .or_default()
+                    .push(meta.key.primary.clone());
+            }
+        }
+        ids.push(id);
         self.bytes += meta.size;
         self.files.insert(id, meta);
     }
@@ -176,11 +186,26 @@ impl Index {
             ids.retain(|&i| i != id);
             if ids.is_empty() {
                 self.by_primary.remove(&meta.key.primary);
+                if let Some(url) = url_of(&meta.key.primary) {
+                    if let Some(keys) = self.keyed.get_mut(url) {
+                        keys.retain(|k| *k != meta.key.primary);
+                        if keys.is_empty() {
+                            self.keyed.remove(url);
+                        }
+                    }
+                }
             }
         }
         Some(meta)
     }
 }
+
+/// The URL and line feed that begin a primary key with fields or cookies.
+fn url_of(primary: &str) -> Option<&str> {
+    primary.find('\n').map(|i| &primary[..=i])
+}
+
+impl Index {}
 
 /// FNV-1a: a file's name must be the same in the next process (std's and ahash's seeded
 /// hashes are not). The key inside the file is checked on every read.
@@ -554,18 +579,20 @@ impl DiskTier {
         n
     }
 
-    /// Removes every file whose primary key starts with `prefix` (a URL and a line feed:
-    /// its keys with fields or cookies); how many. A walk of the index (in memory), not of
-    /// the directory. Writes of such keys queued before are dropped too, whether or not
-    /// they have a file yet ([`Index::removed_since`]). The files leave the index now and
-    /// are unlinked as [`DiskTier::remove_primary_later`]'s: a URL's removal is the event
-    /// loop's (an unsafe method's success).
-    pub(crate) fn remove_prefix_later(self: &Arc<Self>, prefix: &str) -> u64 {
-        let batch = self.unindex_recorded(prefix, |g| {
-            g.by_primary
-                .iter()
-                .filter(|(p, _)| p.starts_with(prefix))
-                .flat_map(|(_, ids)| ids.iter().copied())
+    /// Removes every file of a key with fields or cookies under `url` (a URL and a line
+    /// feed, as such keys begin); how many. A lookup, not a walk of the index: this is the
+    /// event loop's, at an unsafe method's success. Writes of such keys queued before are
+    /// dropped too, whether or not they have a file yet ([`Index::removed_since`]). The
+    /// files leave the index now and are unlinked as [`DiskTier::remove_primary_later`]'s.
+    pub(crate) fn remove_keyed_later(self: &Arc<Self>, url: &str) -> u64 {
+        let batch = self.unindex_recorded(url, |g| {
+            g.keyed
+                .get(url)
+                .into_iter()
+                .flatten()
+                .filter_map(|p| g.by_primary.get(p))
+                .flatten()
+                .copied()
                 .collect()
         });
         let n = batch.files.len() as u64;
@@ -1277,7 +1304,7 @@ mod tests {
             t.ticket(),
         );
         assert_eq!(t.files(), 1);
-        assert_eq!(t.remove_prefix_later("GET http://h/a\n"), 1);
+        assert_eq!(t.remove_keyed_later("GET http://h/a\n"), 1);
         for k in ["GET http://h/a\nx:1", "GET http://h/a\nx:2"] {
             t.store(&key(k, 0), &[], &entry("x", "max-age=60"), before);
         }
@@ -1605,7 +1632,7 @@ mod tests {
             // The pool's one thread is busy, as on a hung disk.
             let busy = tokio::task::spawn_blocking(move || blocked.recv());
             assert_eq!(t.remove_primary_later(&keys[0].primary), 1);
-            assert_eq!(t.remove_prefix_later("GET http://h/1\n"), 1);
+            assert_eq!(t.remove_keyed_later("GET http://h/1\n"), 1);
             assert_eq!(t.remove_primary_later(&keys[2].primary), 1);
             assert!(paths.iter().all(|p| p.exists()), "no unlink ran here");
             assert!(!t.has(&keys[0]) && !t.has(&keys[1]) && !t.has(&keys[2]));
@@ -1742,6 +1769,50 @@ mod tests {
         assert!(g.remove(7).is_some());
         assert!(g.by_primary.is_empty());
         assert_eq!(g.bytes, 0);
+    }
+
+    /// The URL lookup of keyed primaries stays what a walk of the index would find,
+    /// through adds, removals and file names two keys share (random, seeded).
+    #[test]
+    fn the_keyed_lookup_matches_a_walk_of_the_index() {
+        let mut rng = fastrand::Rng::with_seed(34);
+        let primaries = [
+            "GET http://h/a",
+            "GET http://h/a\nx:1",
+            "GET http://h/a\nx:2",
+            "GET http://h/a\ncookie:s=1",
+            "GET http://h/ab\nx:1",
+            "GET http://h/b\nx:1",
+            "GET http://h/b",
+        ];
+        let mut g = Index::default();
+        for _ in 0..20_000 {
+            let id = rng.u64(0..12);
+            if rng.bool() {
+                let p = primaries[rng.usize(0..primaries.len())];
+                g.add(
+                    id,
+                    Meta {
+                        key: key(p, 0),
+                        vary: Vec::new(),
+                        size: 1,
+                        used: 0,
+                        written: 0,
+                    },
+                );
+            } else {
+                g.remove(id);
+            }
+            for url in ["GET http://h/a\n", "GET http://h/ab\n", "GET http://h/b\n"] {
+                let mut walked: Vec<&Arc<str>> =
+                    g.by_primary.keys().filter(|p| p.starts_with(url)).collect();
+                let mut looked: Vec<&Arc<str>> = g.keyed.get(url).into_iter().flatten().collect();
+                walked.sort();
+                looked.sort();
+                assert_eq!(walked, looked, "{url}");
+            }
+            assert!(g.keyed.values().all(|v| !v.is_empty()));
+        }
     }
 
     #[test]

@@ -588,7 +588,7 @@ impl ResponseStore {
     /// is no longer answered from (RFC 9111 §4.4 invalidates the target URI, whatever
     /// else keys its responses). Not a walk of the store: the lookups of such keys check
     /// the time, and an invalidated entry is replaced by the next miss. The disk tier's
-    /// files of such keys are removed (a walk of its index, with a disk tier only).
+    /// files of such keys are removed too (a lookup in its index by URL).
     pub(crate) fn invalidate_url(&self, url: &str) {
         let now = SystemTime::now();
         let mut g = self
@@ -614,7 +614,7 @@ impl ResponseStore {
         // The record is this process's only: the files go, or a restart would bring them
         // back. Unlinked on the blocking pool: this runs on the event loop.
         if let Some(d) = &self.inner.disk {
-            d.remove_prefix_later(&format!("{url}\n"));
+            d.remove_keyed_later(&format!("{url}\n"));
         }
     }
 
