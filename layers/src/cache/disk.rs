@@ -49,7 +49,8 @@ pub(crate) struct DiskTier {
     /// Reads on the blocking pool now, those abandoned by their request included.
     reading: AtomicU64,
     /// Which write each file is, so that an older one finishing later does not replace
-    /// it. Taken by writers only (on the blocking pool), never on the request path.
+    /// it, and an unlink spares a newer one. Taken by writes and unlinks: on the blocking
+    /// pool, or where a purge runs, never by a request.
     renamed: Mutex<Renamed>,
     /// Files taken out of the index whose unlinks have not ended ([`DiskTier::unindex`]):
     /// a purge of their keys meanwhile unlinks them itself, before it answers.
@@ -627,7 +628,9 @@ impl DiskTier {
         }
         g.removed.insert(name.into(), now);
         let ids = ids(&g);
-        self.unindex(&mut g, ids)
+        // The batch is the removal's time: a write decided after it is spared by the
+        // unlink ([`DiskTier::unlink`]) exactly when `removed_since` lets it be indexed.
+        self.unindex_as(&mut g, ids, now)
     }
 
     /// Takes `ids` out of the index `g` (this tier's, held) and lists them as pending until
@@ -636,6 +639,11 @@ impl DiskTier {
     /// between an eviction's removal and its unlink answered with the file on disk).
     fn unindex(&self, g: &mut Index, ids: impl IntoIterator<Item = u64>) -> Batch {
         let batch = self.clock.fetch_add(1, Ordering::Relaxed);
+        self.unindex_as(g, ids, batch)
+    }
+
+    /// [`DiskTier::unindex`] as batch `batch`, a time of the tier's clock no other batch has.
+    fn unindex_as(&self, g: &mut Index, ids: impl IntoIterator<Item = u64>, batch: u64) -> Batch {
         let mut files = Vec::new();
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         for id in ids {
@@ -656,20 +664,18 @@ impl DiskTier {
     /// into the name since (a GET right after the POST whose removal waited on the pool):
     /// that write's own indexing files it, or unlinks it if a later removal overtook it
     /// ([`DiskTier::index_written`]), so it is never a file no index lists, which a
-    /// restart would serve (found in review, when older writes were spared too). Under
-    /// the lock renames take, so that none lands between the check and the unlink.
+    /// restart would serve (found in review, when older writes were spared too). Each
+    /// under the lock renames take, so that none lands between the check and the unlink.
     fn unlink(&self, batch: Batch) {
         if batch.files.is_empty() {
             return;
         }
-        {
+        for &id in &batch.files {
             let r = self.renamed.lock().unwrap_or_else(|e| e.into_inner());
-            for &id in &batch.files {
-                if r.last.get(&id).is_some_and(|&t| t > batch.id) {
-                    continue;
-                }
-                let _ = std::fs::remove_file(self.path(id));
+            if r.last.get(&id).is_some_and(|&t| t > batch.id) {
+                continue;
             }
+            let _ = std::fs::remove_file(self.path(id));
         }
         self.sync_after_removal();
         self.pending
