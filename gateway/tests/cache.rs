@@ -390,6 +390,31 @@ fn the_admin_listener_purges_by_url_and_prefix_with_the_token() {
         let r = purge(query, bearer);
         assert_eq!(r.text(), "purged 1\n", "{query}");
     }
+    // Purges run on the blocking pool one at a time: eight sent at once all answer, each
+    // for its own URL.
+    for i in 0..8 {
+        s.get(&format!("/many/{i}"));
+    }
+    let admin = s.admin;
+    let answers: Vec<_> = std::thread::scope(|scope| {
+        let purges: Vec<_> = (0..8)
+            .map(|i| {
+                scope.spawn(move || {
+                    send(
+                        admin,
+                        &format!(
+                            "POST /cache/purge?url=http://test/many/{i} HTTP/1.1\r\nHost: a\r\n\
+                             {bearer}Content-Length: 0\r\n\r\n"
+                        ),
+                    )
+                })
+            })
+            .collect();
+        purges.into_iter().map(|p| p.join().unwrap()).collect()
+    });
+    for r in answers {
+        assert_eq!((r.status, r.text()), (200, "purged 1\n".to_string()));
+    }
 }
 
 #[test]
