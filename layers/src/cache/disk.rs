@@ -1578,18 +1578,48 @@ mod tests {
         assert!(!t.path(id).exists(), "the purged file is gone");
     }
 
-    #[test]
-    fn a_purge_unlinks_the_files_whose_deferred_unlinks_still_wait() {
+    /// A runtime whose blocking pool has one thread, and a tier in `dir` holding a file
+    /// for each of `primaries` (`body` in each).
+    fn one_thread_pool(
+        dir: &Path,
+        primaries: impl IntoIterator<Item = String>,
+        body: &str,
+    ) -> (
+        tokio::runtime::Runtime,
+        Arc<DiskTier>,
+        Vec<Key>,
+        Vec<PathBuf>,
+    ) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .max_blocking_threads(1)
             .enable_time()
             .build()
             .unwrap();
+        let t = Arc::new(DiskTier::open(dir, 1 << 20).unwrap());
+        let keys: Vec<Key> = primaries.into_iter().map(|p| key(&p, 0)).collect();
+        for k in &keys {
+            t.store(k, &[], &entry(body, "max-age=60"), t.ticket());
+        }
+        let paths = keys.iter().map(|k| t.path(file_id(k))).collect();
+        (rt, t, keys, paths)
+    }
+
+    /// Waits (5 s at most) until `done`, and says whether it is.
+    async fn until(done: impl Fn() -> bool) -> bool {
+        for _ in 0..500 {
+            if done() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        done()
+    }
+
+    #[test]
+    fn a_purge_unlinks_the_files_whose_deferred_unlinks_still_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
-        let k = key("GET http://h/a", 0);
-        t.store(&k, &[], &entry("old", "max-age=60"), t.ticket());
-        let path = t.path(file_id(&k));
+        let (rt, t, keys, paths) = one_thread_pool(dir.path(), ["GET http://h/a".into()], "old");
+        let (k, path) = (&keys[0], &paths[0]);
         let (release, blocked) = std::sync::mpsc::channel::<()>();
         rt.block_on(async {
             // The pool's one thread is busy: the deferred unlink waits behind it.
@@ -1600,17 +1630,9 @@ mod tests {
             assert!(!path.exists(), "the purge unlinked it before answering");
             release.send(()).unwrap();
             busy.await.unwrap().unwrap();
-            for _ in 0..500 {
-                if t.pending.lock().unwrap().is_empty() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            let ended = until(|| t.pending.lock().unwrap().is_empty()).await;
+            assert!(ended, "the deferred unlink ended");
         });
-        assert!(
-            t.pending.lock().unwrap().is_empty(),
-            "the deferred unlink ended"
-        );
     }
 
     /// The event loop's removals (an unsafe method's success) take the files out of the
@@ -1619,20 +1641,9 @@ mod tests {
     /// each.
     #[test]
     fn the_event_loops_removals_wait_for_the_pool_in_one_queue() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(1)
-            .enable_time()
-            .build()
-            .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
-        let keys: Vec<Key> = (0..4)
-            .map(|i| key(&format!("GET http://h/{i}\nx:1"), 0))
-            .collect();
-        for k in &keys {
-            t.store(k, &[], &entry("old", "max-age=60"), t.ticket());
-        }
-        let paths: Vec<PathBuf> = keys.iter().map(|k| t.path(file_id(k))).collect();
+        let primaries = (0..4).map(|i| format!("GET http://h/{i}\nx:1"));
+        let (rt, t, keys, paths) = one_thread_pool(dir.path(), primaries, "old");
         let (release, blocked) = std::sync::mpsc::channel::<()>();
         rt.block_on(async {
             // The pool's one thread is busy, as on a hung disk.
@@ -1647,23 +1658,11 @@ mod tests {
             release.send(()).unwrap();
             busy.await.unwrap().unwrap();
             let idle = || t.unlinks.idle() && t.pending.lock().unwrap().is_empty();
-            for _ in 0..500 {
-                if idle() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            assert!(idle(), "the task ended");
+            assert!(until(idle).await, "the task ended");
             // One queued after the task ended is unlinked by a new one.
             assert_eq!(t.remove_primary_later(&keys[3].primary), 1);
-            for _ in 0..500 {
-                if idle() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            assert!(until(idle).await, "every unlink ended");
         });
-        assert!(t.pending.lock().unwrap().is_empty(), "every unlink ended");
         assert!(paths.iter().all(|p| !p.exists()), "every file is gone");
     }
 
@@ -1671,18 +1670,9 @@ mod tests {
     /// however many removals come (each took a thread of the pool before).
     #[test]
     fn a_hung_sync_holds_one_thread_and_one_waits() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
-        let keys: Vec<Key> = (0..10)
-            .map(|i| key(&format!("GET http://h/{i}"), 0))
-            .collect();
-        for k in &keys {
-            t.store(k, &[], &entry("x", "max-age=60"), t.ticket());
-        }
+        let primaries = (0..10).map(|i| format!("GET http://h/{i}"));
+        let (rt, t, keys, _) = one_thread_pool(dir.path(), primaries, "x");
         let (release, hung) = std::sync::mpsc::channel::<()>();
         rt.block_on(async {
             // The lane's one thread hangs, as on a sync of a hung disk.
@@ -1695,14 +1685,8 @@ mod tests {
             }
             assert_eq!(t.unlinks.queued(), 1, "one sync waits for them all");
             release.send(()).unwrap();
-            for _ in 0..500 {
-                if t.unlinks.idle() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            assert!(until(|| t.unlinks.idle()).await);
         });
-        assert!(t.unlinks.idle());
         assert!(!t.sync_wanted.load(Ordering::Acquire), "the sync ran");
     }
 
@@ -1710,37 +1694,25 @@ mod tests {
     /// POST) keeps its file: found in review, when the waiting unlink took it.
     #[test]
     fn a_waiting_unlink_spares_a_newer_write_of_the_name() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(1)
-            .enable_time()
-            .build()
-            .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let t = Arc::new(DiskTier::open(dir.path(), 1 << 20).unwrap());
-        let k = key("GET http://h/a", 0);
-        t.store(&k, &[], &entry("before the POST", "max-age=60"), t.ticket());
-        let path = t.path(file_id(&k));
+        let (rt, t, keys, paths) =
+            one_thread_pool(dir.path(), ["GET http://h/a".into()], "before the POST");
+        let (k, path) = (&keys[0], &paths[0]);
         let (release, blocked) = std::sync::mpsc::channel::<()>();
         rt.block_on(async {
             let busy = tokio::task::spawn_blocking(move || blocked.recv());
             t.remove_primary_later(&k.primary);
-            t.store(&k, &[], &entry("after the POST", "max-age=60"), t.ticket());
+            t.store(k, &[], &entry("after the POST", "max-age=60"), t.ticket());
             release.send(()).unwrap();
             busy.await.unwrap().unwrap();
-            for _ in 0..500 {
-                if t.unlinks.idle() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            assert!(until(|| t.unlinks.idle()).await);
         });
-        assert!(t.unlinks.idle());
         assert!(
-            t.has(&k) && path.exists(),
+            t.has(k) && path.exists(),
             "the newer file stays, and is listed"
         );
         let again = DiskTier::open(dir.path(), 1 << 20).unwrap();
-        let (_, e) = again.load(&k, Duration::ZERO).unwrap();
+        let (_, e) = again.load(k, Duration::ZERO).unwrap();
         assert_eq!(&e.body[..], b"after the POST");
     }
 
