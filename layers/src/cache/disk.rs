@@ -61,8 +61,8 @@ pub(crate) struct DiskTier {
     evicting: std::sync::atomic::AtomicBool,
     /// The unlinks the event loop leaves to the blocking pool ([`DiskTier::unlink_later`])
     /// and the syncs after removals, one at a time: a hung disk holds one thread of the
-    /// pool for them, not one per POST. Bounded by the index: each file was taken out of it to be queued, and no
-    /// write is indexed while the disk hangs.
+    /// pool for them, not one per POST. Bounded by the index: each file was taken out of
+    /// it to be queued, and no write is indexed while the disk hangs.
     unlinks: Arc<Lane>,
     /// The writes ([`DiskTier::write_later`]), at most [`MAX_WRITING`] at once.
     writes: Arc<Lane>,
@@ -205,8 +205,6 @@ impl Index {
 fn url_of(primary: &str) -> Option<&str> {
     primary.find('\n').map(|i| &primary[..=i])
 }
-
-impl Index {}
 
 /// FNV-1a: a file's name must be the same in the next process (std's and ahash's seeded
 /// hashes are not). The key inside the file is checked on every read.
